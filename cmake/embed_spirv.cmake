@@ -1,0 +1,20 @@
+# Writes OUT: one C array per SPIR-V file in SPIRV (a comma-separated list) and a table
+# `gpu_spirv[]` of {name, words, size} that the runtime looks kernels up in.
+set(body "#include <stddef.h>\n#include <stdint.h>\n#include \"gpu/spirv.h\"\n\n")
+set(table "")
+set(count 0)
+string(REPLACE "," ";" SPIRV "${SPIRV}")
+foreach(spv ${SPIRV})
+  get_filename_component(name ${spv} NAME_WE)
+  file(READ ${spv} hex HEX)
+  string(LENGTH "${hex}" len)
+  math(EXPR bytes "${len} / 2")
+  # Little-endian bytes to 32-bit words.
+  string(REGEX REPLACE "(..)(..)(..)(..)" "0x\\4\\3\\2\\1u," words "${hex}")
+  string(APPEND body "static const uint32_t spv_${name}[] = {${words}};\n")
+  string(APPEND table "  {\"${name}\", spv_${name}, ${bytes}},\n")
+  math(EXPR count "${count} + 1")
+endforeach()
+string(APPEND body "\nconst gpu_spirv_entry gpu_spirv[] = {\n${table}  {NULL, NULL, 0},\n};\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,3 @@
+#include "base/error.h"
+
+const char *steno_last_error(void) { return err_message(); }

@@ -1,0 +1,130 @@
+/* The Vulkan compute runtime: one device, storage buffers, kernels (compute
+ * pipelines from the embedded SPIR-V), and a recorder that puts many
+ * dispatches into one command buffer, submits once and checks that the work
+ * really finished.
+ *
+ * Every kernel sees the same interface: up to GPU_MAX_BINDINGS storage
+ * buffers at bindings 0.. of set 0, and up to GPU_MAX_PUSH bytes of push
+ * constants. A kernel's specialization constants (ids 0..) pick its variant
+ * (weight type, tile size), so one .comp file serves several pipelines. */
+#ifndef STENO_GPU_GPU_H
+#define STENO_GPU_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define GPU_MAX_BINDINGS 8
+#define GPU_MAX_PUSH 128
+#define GPU_MAX_SPEC 8
+
+typedef struct gpu_device gpu_device;
+typedef struct gpu_buffer gpu_buffer;
+typedef struct gpu_kernel gpu_kernel;
+typedef struct gpu_rec gpu_rec;
+
+/* What a device is and offers (filled by the feature probe). */
+typedef struct {
+  int index;               /* position in the loader's list */
+  char name[256];
+  char driver[520];        /* driver name and info */
+  const char *type;        /* "discrete", "integrated", "virtual", "cpu", "other" */
+  uint32_t api_version;    /* VK_MAKE_API_VERSION */
+  uint64_t device_memory;  /* bytes in the largest device-local heap */
+  bool unified;            /* device-local memory the host can map (iGPU, CPU) */
+  uint32_t subgroup_size;
+  bool subgroup_arithmetic, subgroup_shuffle, subgroup_ballot; /* in compute shaders */
+  bool storage_16bit, float16, int8, storage_8bit;
+  bool int_dot;            /* shaderIntegerDotProduct */
+  bool bf16;               /* VK_KHR_shader_bfloat16 */
+  bool coop_khr, coop_nv;  /* cooperative matrix extensions */
+  char coop_shapes[512];   /* "16x16x16 f16→f32, ..." as the driver lists them */
+  uint32_t max_workgroup_invocations;
+  uint32_t max_shared_memory;
+  uint64_t max_storage_buffer_range;
+} gpu_info;
+
+/* ---- devices ---- */
+
+/* Lists the devices the Vulkan loader sees. *out is malloc'd (free it). */
+int gpu_list(gpu_info **out, int *count);
+
+/* Opens the device STENO_DEVICE names (index or part of the name), else the
+ * first discrete GPU, else the first device. */
+int gpu_open(gpu_device **out);
+void gpu_close(gpu_device *dev);
+const gpu_info *gpu_device_info(const gpu_device *dev);
+
+/* Prints one device's description (as `steno devices` shows it). */
+void gpu_info_print(const gpu_info *info, FILE *out);
+
+/* ---- buffers ---- */
+
+/* A device storage buffer of `bytes` (≥ 4), contents undefined. */
+int gpu_buffer_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
+void gpu_buffer_free(gpu_buffer *buf);
+size_t gpu_buffer_size(const gpu_buffer *buf);
+
+/* Host → device and device → host copies, waited for. Through a staging
+ * buffer, or a plain memcpy where the buffer's memory is mapped (unified). */
+int gpu_upload(gpu_buffer *buf, size_t offset, const void *data, size_t bytes);
+int gpu_download(gpu_buffer *buf, size_t offset, void *data, size_t bytes);
+
+/* A new buffer holding a copy of `bytes` of `data`. */
+int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);
+
+/* Bytes of device memory in buffers now, and the most there was at once. */
+size_t gpu_memory_used(const gpu_device *dev);
+size_t gpu_memory_peak(const gpu_device *dev);
+
+/* ---- kernels ---- */
+
+/* The pipeline of kernel `name` (a src/gpu/kernels/NAME.comp) with the given
+ * specialization constants (ids 0..nspec-1, 32-bit each); made on first use
+ * and cached in the device. */
+int gpu_kernel_get(gpu_device *dev, const char *name, const uint32_t *spec, int nspec,
+                   gpu_kernel **out);
+
+/* ---- recorder ---- */
+
+/* A recorder keeps its command buffers and descriptor sets across calls: a
+ * caller that records the same dispatches over the same buffers again
+ * allocates nothing. */
+int gpu_rec_new(gpu_device *dev, gpu_rec **out);
+void gpu_rec_free(gpu_rec *rec);
+
+/* Starts a new recording (after a run, or to discard one). */
+int gpu_rec_begin(gpu_rec *rec);
+
+/* Records one dispatch of `k` over `bufs` (bound at 0..n-1; unused bindings
+ * get a spare buffer) with `push` as push constants and a barrier before it
+ * so it sees the results of every earlier dispatch. */
+void gpu_dispatch(gpu_rec *rec, gpu_kernel *k, gpu_buffer *const *bufs, int n, const void *push,
+                  size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+
+/* Ends a submission here and starts the next (for drivers that cancel long
+ * submissions); at most two are in flight. Only where splitting is on
+ * (STENO_SPLIT=1, or gpu_rec_split); otherwise a no-op. */
+int gpu_rec_flush(gpu_rec *rec);
+void gpu_rec_split(gpu_rec *rec, bool on);
+
+/* Submits what is recorded, waits, and checks every submission's completion
+ * mark: a driver that dropped work makes this an error, never a stale result. */
+int gpu_rec_run(gpu_rec *rec);
+
+/* Dispatches recorded since gpu_rec_begin (for tests and benchmarks). */
+int gpu_rec_dispatches(const gpu_rec *rec);
+
+gpu_device *gpu_rec_device(const gpu_rec *rec);
+
+/* Records a failure found while recording (an op that could not get its
+ * kernel, a bad shape): later dispatches are skipped and gpu_rec_run returns
+ * `status`. Returns `status`. */
+int gpu_rec_fail(gpu_rec *rec, int status);
+
+/* The kernel `name` for a dispatch into `rec`, or NULL after recording the
+ * failure (so op functions can stay void). */
+gpu_kernel *gpu_rec_kernel(gpu_rec *rec, const char *name, const uint32_t *spec, int nspec);
+
+#endif

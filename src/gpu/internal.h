@@ -1,0 +1,56 @@
+/* What the gpu layer's files share; nothing outside src/gpu includes this. */
+#ifndef STENO_GPU_INTERNAL_H
+#define STENO_GPU_INTERNAL_H
+
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+
+#include "gpu/gpu.h"
+
+struct gpu_buffer {
+  gpu_device *dev;
+  VkBuffer buf;
+  VkDeviceMemory mem;
+  size_t size;
+  void *map; /* persistently mapped host-visible memory, or NULL */
+};
+
+struct gpu_kernel {
+  char name[64];
+  uint32_t spec[GPU_MAX_SPEC];
+  int nspec;
+  VkShaderModule module;
+  VkPipeline pipeline;
+};
+
+struct gpu_device {
+  VkInstance inst;
+  VkPhysicalDevice pd;
+  VkDevice dev;
+  VkQueue queue;
+  uint32_t family;
+  gpu_info info;
+  VkPhysicalDeviceMemoryProperties mem;
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout layout;
+  pthread_mutex_t lock; /* kernels, staging, counters */
+  gpu_kernel **kernels;
+  int nkernels;
+  /* Transfers: one command buffer, its fence and a host-visible staging buffer. */
+  VkCommandPool xfer_pool;
+  VkCommandBuffer xfer;
+  VkFence xfer_fence;
+  gpu_buffer *staging;
+  gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
+  size_t used, peak;
+};
+
+int gpu_vk_error(VkResult r, const char *what);
+int gpu_instance(VkInstance *out);
+void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info);
+int gpu_choose(const gpu_info *infos, int n, int *chosen);
+
+/* A buffer in host-visible, coherent memory, mapped (staging, marks). */
+int gpu_buffer_host(gpu_device *dev, size_t bytes, gpu_buffer **out);
+
+#endif

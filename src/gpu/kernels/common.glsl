@@ -1,0 +1,45 @@
+// Shared by the kernels: weight types, unpacking, activations and the GEMM
+// epilogues. Included, never compiled on its own.
+
+// Weight types (the specialization constant WTYPE); same order as gpu_wtype.
+const uint W_F32 = 0, W_F16 = 1, W_BF16 = 2, W_Q8_0 = 3;
+
+// Two bf16 in a word → f32 (low half first).
+vec2 unpack_bf16(uint v) { return vec2(uintBitsToFloat(v << 16), uintBitsToFloat(v & 0xffff0000u)); }
+
+// Four int8 in a word → f32 (lowest byte first).
+vec4 unpack_q8(uint v) {
+  int s = int(v);
+  return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8),
+              bitfieldExtract(s, 24, 8));
+}
+
+// f16 value number `i` of a buffer of packed f16 pairs.
+#define q8_scale(buf, i) (unpackHalf2x16(buf[(i) / 2])[(i) % 2])
+
+float silu(float x) { return x / (1.0 + exp(-x)); }
+
+// erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7).
+float erf_approx(float x) {
+  float z = abs(x);
+  float t = 1.0 / (1.0 + 0.3275911 * z);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
+                   0.254829592) * t * exp(-z * z);
+  return x < 0.0 ? -y : y;
+}
+
+float gelu(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
+
+// GEMM epilogues (gpu_epilogue): v = a·Wᵀ + b; old = the output's current value.
+const uint E_BIAS = 0, E_SILU = 1, E_RELU = 2, E_RESIDUAL = 3, E_GELU = 4, E_GELU_RESIDUAL = 5;
+
+bool reads_output(uint mode) { return mode == E_RESIDUAL || mode == E_GELU_RESIDUAL; }
+
+float epilogue(uint mode, float alpha, float v, float old) {
+  if (mode == E_SILU) return silu(v);
+  if (mode == E_RELU) return max(v, 0.0);
+  if (mode == E_RESIDUAL) return old + alpha * v;
+  if (mode == E_GELU) return gelu(v);
+  if (mode == E_GELU_RESIDUAL) return old + gelu(v);
+  return v;
+}

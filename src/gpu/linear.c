@@ -1,0 +1,94 @@
+#include "gpu/linear.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+
+/* Columns per GEMM tile: layers are padded to it. */
+#define TILE 64
+
+size_t gpu_wtype_bytes(gpu_wtype t, size_t count) {
+  switch (t) {
+    case GPU_F32: return count * 4;
+    case GPU_F16:
+    case GPU_BF16: return count * 2;
+    case GPU_Q8_0: return count / 32 * 34;
+  }
+  return 0;
+}
+
+/* Q8_0 blocks (f16 d, 32 × int8) → int8 data and f16 scales, separately. */
+static void split_q8(const uint8_t *blocks, size_t nblocks, uint8_t *data, uint8_t *scales) {
+  for (size_t b = 0; b < nblocks; b++) {
+    memcpy(scales + 2 * b, blocks + 34 * b, 2);
+    memcpy(data + 32 * b, blocks + 34 * b + 2, 32);
+  }
+}
+
+int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
+                   int nparts, const float *bias, size_t nbias, gpu_linear *out) {
+  memset(out, 0, sizeof *out);
+  if (k == 0 || k % 32 || nparts < 1 || type > GPU_Q8_0)
+    return err_set(STENO_ERR_UNSUPPORTED, "linear layer with k = %u: needs k %% 32 == 0", k);
+  size_t rows = 0;
+  for (int i = 0; i < nparts; i++) rows += parts[i].rows;
+  size_t n = (rows + TILE - 1) / TILE * TILE;
+  if (rows == 0 || n > UINT32_MAX / 2)
+    return err_set(STENO_ERR_INVALID, "linear layer with %zu rows", rows);
+  size_t dual = nbias > rows ? nbias - rows : 0;
+  if ((nbias && nbias < rows) || dual > rows)
+    return err_set(STENO_ERR_INVALID, "linear layer %u→%zu: %zu biases", k, rows, nbias);
+  out->n = (uint32_t)n;
+  out->rows = (uint32_t)rows;
+  out->k = k;
+  out->dual = (uint32_t)dual;
+  out->type = type;
+
+  /* Weights padded with zero rows, in one host buffer (Q8_0: data | scales). */
+  size_t count = n * k, wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
+  size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
+  uint8_t *host = mem_alloc(wbytes + sbytes, 1);
+  float *b = mem_alloc(n + dual, sizeof *b);
+  int st = host && b ? 0 : STENO_ERR_NOMEM;
+  size_t at = 0; /* weights placed so far */
+  for (int i = 0; !st && i < nparts; i++) {
+    size_t c = (size_t)parts[i].rows * k;
+    if (type == GPU_Q8_0) split_q8(parts[i].data, c / 32, host + at, host + wbytes + at / 16);
+    else memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
+    at += c;
+  }
+  if (!st && nbias) {
+    memcpy(b, bias, (nbias - dual) * sizeof *b);
+    memcpy(b + n, bias + (nbias - dual), dual * sizeof *b);
+  }
+  if (!st) st = gpu_buffer_from(dev, host, wbytes, &out->w);
+  if (!st && sbytes) st = gpu_buffer_from(dev, host + wbytes, sbytes, &out->scales);
+  if (!st) st = gpu_buffer_from(dev, b, (n + dual) * sizeof *b, &out->bias);
+  free(host);
+  free(b);
+  if (st) gpu_linear_free(out);
+  return st;
+}
+
+void gpu_linear_free(gpu_linear *l) {
+  gpu_buffer_free(l->w);
+  gpu_buffer_free(l->scales);
+  gpu_buffer_free(l->bias);
+  memset(l, 0, sizeof *l);
+}
+
+void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, uint32_t m,
+              gpu_epi epi, float alpha) {
+  uint32_t spec = l->type;
+  gpu_kernel *k = gpu_rec_kernel(rec, "gemm", &spec, 1);
+  struct {
+    uint32_t m, n, k, mode;
+    float alpha;
+    uint32_t dual;
+  } push = {m, l->n, l->k, epi, alpha, l->dual};
+  /* Only Q8_0 reads scales; other types bind the bias in their place. */
+  gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
+  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, l->n / TILE, (m + TILE - 1) / TILE, 1);
+}

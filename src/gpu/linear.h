@@ -1,0 +1,56 @@
+/* Linear layers on the GPU: `c = epilogue(a·Wᵀ + b)` (gemm, many rows) and
+ * the one-row forms for decoders (gemv, embed). W stays in its GGUF type. */
+#ifndef STENO_GPU_LINEAR_H
+#define STENO_GPU_LINEAR_H
+
+#include "gpu/gpu.h"
+
+/* Weight types as the kernels number them (common.glsl's W_*). */
+typedef enum { GPU_F32 = 0, GPU_F16 = 1, GPU_BF16 = 2, GPU_Q8_0 = 3 } gpu_wtype;
+
+/* Epilogues (common.glsl's E_*). */
+typedef enum {
+  GPU_EPI_BIAS = 0,
+  GPU_EPI_SILU = 1,
+  GPU_EPI_RELU = 2,
+  GPU_EPI_RESIDUAL = 3,      /* c += alpha · v */
+  GPU_EPI_GELU = 4,          /* erf GELU */
+  GPU_EPI_GELU_RESIDUAL = 5, /* c += GELU(v) */
+} gpu_epi;
+
+/* One weight stacked into a linear layer: `rows` rows of k values in the
+ * layer's type, as the GGUF file stores them (Q8_0: 34-byte blocks). */
+typedef struct {
+  const void *data;
+  uint32_t rows;
+} gpu_weight;
+
+typedef struct {
+  uint32_t n;     /* output columns: the stacked rows padded to a multiple of 64 */
+  uint32_t rows;  /* the stacked rows before padding */
+  uint32_t k;     /* inputs (a multiple of 32) */
+  uint32_t dual;  /* outputs written again after the n others with a second bias */
+  gpu_wtype type;
+  gpu_buffer *w;
+  gpu_buffer *scales; /* Q8_0's f16 scales, else NULL */
+  gpu_buffer *bias;   /* n + dual values */
+} gpu_linear;
+
+/* Bytes of `count` weights of type t (count a multiple of 32 for Q8_0). */
+size_t gpu_wtype_bytes(gpu_wtype t, size_t count);
+
+/* Uploads weights stacked along the output (q|k|v), with `nbias` biases:
+ * 0 (zeros), the stacked rows, or the rows plus `dual` second biases for the
+ * first `dual` outputs. */
+int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
+                   int nparts, const float *bias, size_t nbias, gpu_linear *out);
+void gpu_linear_free(gpu_linear *l);
+
+/* Output row stride: n + dual. */
+static inline uint32_t gpu_linear_width(const gpu_linear *l) { return l->n + l->dual; }
+
+/* c [m][width] = epilogue(a [m][k] · Wᵀ + b); residual epilogues read c. */
+void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, uint32_t m,
+              gpu_epi epi, float alpha);
+
+#endif

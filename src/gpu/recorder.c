@@ -1,0 +1,287 @@
+/* The recorder: dispatches into command buffers, one submission per call
+ * (or a few short ones where splitting is on), each ending with a completion
+ * mark that is checked after the wait. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/internal.h"
+
+/* Submissions one call may make (slots in the marks buffer). */
+#define MAX_SUBMISSIONS 256
+/* Descriptor sets per pool; pools are added as the dispatch count grows. */
+#define SETS_PER_POOL 64
+
+typedef struct {
+  VkBuffer bufs[GPU_MAX_BINDINGS];
+  VkDescriptorSet set;
+} cached_set;
+
+struct gpu_rec {
+  gpu_device *d;
+  VkCommandPool pool;
+  VkCommandBuffer cb[MAX_SUBMISSIONS];
+  VkFence fence[MAX_SUBMISSIONS];
+  int ncb;          /* command buffers allocated so far */
+  int sub;          /* the submission being recorded */
+  bool open;        /* cb[sub] is recording */
+  bool split;
+  int status;       /* the first error while recording */
+  uint32_t call;    /* this call's number, written in the marks */
+  gpu_buffer *marks;
+  gpu_kernel *mark;
+  /* Descriptor sets by dispatch index, reused while the buffers stay the same. */
+  cached_set *sets;
+  int nsets, next;
+  VkDescriptorPool *pools;
+  int npools;
+  int dispatches;
+};
+
+int gpu_rec_new(gpu_device *d, gpu_rec **out) {
+  *out = NULL;
+  gpu_rec *r = mem_alloc(1, sizeof *r);
+  if (!r) return STENO_ERR_NOMEM;
+  r->d = d;
+  const char *split = getenv("STENO_SPLIT");
+  r->split = split && !strcmp(split, "1");
+  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                .queueFamilyIndex = d->family};
+  VkResult vr = vkCreateCommandPool(d->dev, &pi, NULL, &r->pool);
+  int st = vr == VK_SUCCESS ? 0 : gpu_vk_error(vr, "vkCreateCommandPool");
+  if (!st) st = gpu_buffer_host(d, MAX_SUBMISSIONS * 4, &r->marks);
+  if (!st) st = gpu_kernel_get(d, "mark", NULL, 0, &r->mark);
+  if (st) {
+    gpu_rec_free(r);
+    return st;
+  }
+  *out = r;
+  return 0;
+}
+
+void gpu_rec_free(gpu_rec *r) {
+  if (!r) return;
+  VkDevice dev = r->d->dev;
+  if (r->ncb) vkWaitForFences(dev, (uint32_t)r->ncb, r->fence, VK_TRUE, UINT64_MAX);
+  for (int i = 0; i < r->ncb; i++) vkDestroyFence(dev, r->fence[i], NULL);
+  if (r->pool) vkDestroyCommandPool(dev, r->pool, NULL);
+  for (int i = 0; i < r->npools; i++) vkDestroyDescriptorPool(dev, r->pools[i], NULL);
+  free(r->pools);
+  free(r->sets);
+  gpu_buffer_free(r->marks);
+  free(r);
+}
+
+void gpu_rec_split(gpu_rec *r, bool on) { r->split = on; }
+gpu_device *gpu_rec_device(const gpu_rec *r) { return r->d; }
+
+int gpu_rec_fail(gpu_rec *r, int status) {
+  if (!r->status) r->status = status;
+  return status;
+}
+
+gpu_kernel *gpu_rec_kernel(gpu_rec *r, const char *name, const uint32_t *spec, int nspec) {
+  gpu_kernel *k = NULL;
+  if (r->status) return NULL;
+  int st = gpu_kernel_get(r->d, name, spec, nspec, &k);
+  if (st) gpu_rec_fail(r, st);
+  return k;
+}
+int gpu_rec_dispatches(const gpu_rec *r) { return r->dispatches; }
+
+/* Starts command buffer r->sub, allocating it on first use. */
+static int cb_begin(gpu_rec *r) {
+  VkDevice dev = r->d->dev;
+  if (r->sub >= MAX_SUBMISSIONS)
+    return err_set(STENO_ERR_GPU, "more than %d submissions in one call", MAX_SUBMISSIONS);
+  if (r->sub == r->ncb) {
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = r->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkResult vr = vkAllocateCommandBuffers(dev, &ai, &r->cb[r->ncb]);
+    if (vr != VK_SUCCESS) return gpu_vk_error(vr, "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,
+                            .flags = VK_FENCE_CREATE_SIGNALED_BIT};
+    vr = vkCreateFence(dev, &fi, NULL, &r->fence[r->ncb]);
+    if (vr != VK_SUCCESS) return gpu_vk_error(vr, "vkCreateFence");
+    r->ncb++;
+  }
+  VkCommandBuffer cb = r->cb[r->sub];
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VkResult vr = vkResetCommandBuffer(cb, 0);
+  if (vr == VK_SUCCESS) vr = vkBeginCommandBuffer(cb, &bi);
+  if (vr != VK_SUCCESS) return gpu_vk_error(vr, "vkBeginCommandBuffer");
+  /* Uploads and earlier submissions finish their writes before these dispatches. */
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       0, 1, &mb, 0, NULL, 0, NULL);
+  r->open = true;
+  return 0;
+}
+
+int gpu_rec_begin(gpu_rec *r) {
+  /* A recording abandoned before its run is simply recorded over. */
+  if (r->ncb) vkWaitForFences(r->d->dev, (uint32_t)r->ncb, r->fence, VK_TRUE, UINT64_MAX);
+  r->sub = 0;
+  r->next = 0;
+  r->status = 0;
+  r->dispatches = 0;
+  r->call++;
+  if (r->call == 0) r->call = 1;
+  memset(r->marks->map, 0, MAX_SUBMISSIONS * 4);
+  return r->status = cb_begin(r);
+}
+
+static VkDescriptorSet set_for(gpu_rec *r, gpu_buffer *const *bufs, int n) {
+  VkDevice dev = r->d->dev;
+  VkBuffer want[GPU_MAX_BINDINGS];
+  for (int i = 0; i < GPU_MAX_BINDINGS; i++) want[i] = i < n ? bufs[i]->buf : r->d->spare->buf;
+  int at = r->next++;
+  if (at < r->nsets && !memcmp(r->sets[at].bufs, want, sizeof want)) return r->sets[at].set;
+  if (at == r->nsets) {
+    if (at % SETS_PER_POOL == 0 && at / SETS_PER_POOL == r->npools) {
+      VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   .descriptorCount = SETS_PER_POOL * GPU_MAX_BINDINGS};
+      VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                       .maxSets = SETS_PER_POOL,
+                                       .poolSizeCount = 1,
+                                       .pPoolSizes = &size};
+      VkDescriptorPool *grown = mem_realloc(r->pools, (size_t)r->npools + 1, sizeof *grown);
+      if (!grown) return VK_NULL_HANDLE;
+      r->pools = grown;
+      VkResult vr = vkCreateDescriptorPool(dev, &pi, NULL, &r->pools[r->npools]);
+      if (vr != VK_SUCCESS) {
+        gpu_vk_error(vr, "vkCreateDescriptorPool");
+        return VK_NULL_HANDLE;
+      }
+      r->npools++;
+    }
+    cached_set *grown = mem_realloc(r->sets, (size_t)r->nsets + 1, sizeof *grown);
+    if (!grown) return VK_NULL_HANDLE;
+    r->sets = grown;
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = r->pools[at / SETS_PER_POOL],
+                                      .descriptorSetCount = 1,
+                                      .pSetLayouts = &r->d->set_layout};
+    VkResult vr = vkAllocateDescriptorSets(dev, &ai, &r->sets[at].set);
+    if (vr != VK_SUCCESS) {
+      gpu_vk_error(vr, "vkAllocateDescriptorSets");
+      return VK_NULL_HANDLE;
+    }
+    r->nsets++;
+  }
+  VkDescriptorBufferInfo info[GPU_MAX_BINDINGS];
+  VkWriteDescriptorSet w[GPU_MAX_BINDINGS];
+  for (int i = 0; i < GPU_MAX_BINDINGS; i++) {
+    info[i] = (VkDescriptorBufferInfo){.buffer = want[i], .offset = 0, .range = VK_WHOLE_SIZE};
+    w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                  .dstSet = r->sets[at].set,
+                                  .dstBinding = (uint32_t)i,
+                                  .descriptorCount = 1,
+                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = &info[i]};
+  }
+  vkUpdateDescriptorSets(dev, GPU_MAX_BINDINGS, w, 0, NULL);
+  memcpy(r->sets[at].bufs, want, sizeof want);
+  return r->sets[at].set;
+}
+
+static void record(gpu_rec *r, gpu_kernel *k, VkDescriptorSet set, const void *push,
+                   size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+  VkCommandBuffer cb = r->cb[r->sub];
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->d->layout, 0, 1, &set, 0, NULL);
+  if (push_bytes)
+    vkCmdPushConstants(cb, r->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
+  vkCmdDispatch(cb, gx, gy, gz);
+}
+
+void gpu_dispatch(gpu_rec *r, gpu_kernel *k, gpu_buffer *const *bufs, int n, const void *push,
+                  size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (r->status || !k) return;
+  if (!r->open) {
+    r->status = err_set(STENO_ERR_INVALID, "dispatch of '%s' outside a recording", k->name);
+    return;
+  }
+  if (n < 0 || n > GPU_MAX_BINDINGS || push_bytes > GPU_MAX_PUSH || push_bytes % 4) {
+    r->status = err_set(STENO_ERR_INVALID, "dispatch of '%s': %d buffers, %zu push bytes",
+                        k->name, n, push_bytes);
+    return;
+  }
+  if (gx == 0 || gy == 0 || gz == 0) return; /* an empty problem: nothing to run */
+  VkDescriptorSet set = set_for(r, bufs, n);
+  if (!set) {
+    r->status = STENO_ERR_GPU;
+    return;
+  }
+  record(r, k, set, push, push_bytes, gx, gy, gz);
+  r->dispatches++;
+}
+
+/* Records the mark for submission r->sub and closes its command buffer. */
+static int cb_end(gpu_rec *r) {
+  VkCommandBuffer cb = r->cb[r->sub];
+  uint32_t push[2] = {(uint32_t)r->sub, r->call};
+  gpu_buffer *marks = r->marks;
+  VkDescriptorSet set = set_for(r, &marks, 1);
+  if (!set) return STENO_ERR_GPU;
+  record(r, r->mark, set, push, sizeof push, 1, 1, 1);
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_MEMORY_READ_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb,
+                       0, NULL, 0, NULL);
+  r->open = false;
+  VkResult vr = vkEndCommandBuffer(cb);
+  return vr == VK_SUCCESS ? 0 : gpu_vk_error(vr, "vkEndCommandBuffer");
+}
+
+static int submit(gpu_rec *r) {
+  VkDevice dev = r->d->dev;
+  VkResult vr = vkResetFences(dev, 1, &r->fence[r->sub]);
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                     .pCommandBuffers = &r->cb[r->sub]};
+  if (vr == VK_SUCCESS) vr = vkQueueSubmit(r->d->queue, 1, &si, r->fence[r->sub]);
+  return vr == VK_SUCCESS ? 0 : gpu_vk_error(vr, "vkQueueSubmit");
+}
+
+int gpu_rec_flush(gpu_rec *r) {
+  if (r->status || !r->split) return r->status;
+  if ((r->status = cb_end(r)) || (r->status = submit(r))) return r->status;
+  /* At most two in flight: wait for the one before this. */
+  if (r->sub > 0) {
+    VkResult vr = vkWaitForFences(r->d->dev, 1, &r->fence[r->sub - 1], VK_TRUE, UINT64_MAX);
+    if (vr != VK_SUCCESS) return r->status = gpu_vk_error(vr, "waiting for the GPU");
+  }
+  r->sub++;
+  return r->status = cb_begin(r);
+}
+
+int gpu_rec_run(gpu_rec *r) {
+  if (r->status) return r->status;
+  if (!r->open) return err_set(STENO_ERR_INVALID, "gpu_rec_run without gpu_rec_begin");
+  if ((r->status = cb_end(r)) || (r->status = submit(r))) return r->status;
+  int n = r->sub + 1;
+  VkResult vr = vkWaitForFences(r->d->dev, (uint32_t)n, r->fence, VK_TRUE, UINT64_MAX);
+  if (vr != VK_SUCCESS) return r->status = gpu_vk_error(vr, "waiting for the GPU");
+  const uint32_t *marks = r->marks->map;
+  for (int i = 0; i < n; i++)
+    if (marks[i] != r->call)
+      return r->status = err_set(STENO_ERR_GPU,
+                                 "the driver did not finish submission %d of %d (cancelled as "
+                                 "too long? try STENO_SPLIT=1)",
+                                 i + 1, n);
+  return 0;
+}

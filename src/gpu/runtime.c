@@ -1,0 +1,396 @@
+/* The opened device: memory, buffers, transfers and kernels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "gpu/internal.h"
+#include "gpu/spirv.h"
+
+/* Uploads and downloads go through this much staging memory at a time. */
+#define STAGING_BYTES ((size_t)32 << 20)
+
+static int memory_type(const gpu_device *d, uint32_t bits, VkMemoryPropertyFlags want,
+                       uint32_t *out) {
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+    if ((bits & (1u << i)) && (d->mem.memoryTypes[i].propertyFlags & want) == want) {
+      *out = i;
+      return 0;
+    }
+  return err_set(STENO_ERR_GPU, "the device has no memory type with flags 0x%x", (unsigned)want);
+}
+
+static int buffer_make(gpu_device *d, size_t bytes, VkMemoryPropertyFlags flags, gpu_buffer **out) {
+  *out = NULL;
+  if (bytes < 4) bytes = 4;
+  bytes = (bytes + 3) & ~(size_t)3;
+  if (bytes > d->info.max_storage_buffer_range && d->info.max_storage_buffer_range)
+    return err_set(STENO_ERR_NOMEM, "a buffer of %zu bytes is over the device's limit (%llu)",
+                   bytes, (unsigned long long)d->info.max_storage_buffer_range);
+  gpu_buffer *b = mem_alloc(1, sizeof *b);
+  if (!b) return STENO_ERR_NOMEM;
+  b->dev = d;
+  b->size = bytes;
+  VkBufferCreateInfo bi = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = bytes,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+  };
+  VkResult r = vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
+  if (r != VK_SUCCESS) {
+    free(b);
+    return gpu_vk_error(r, "vkCreateBuffer");
+  }
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+  uint32_t type = 0;
+  int st = memory_type(d, req.memoryTypeBits, flags, &type);
+  if (!st) {
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    r = vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
+    if (r != VK_SUCCESS) st = gpu_vk_error(r, "allocating device memory");
+  }
+  if (!st && (r = vkBindBufferMemory(d->dev, b->buf, b->mem, 0)) != VK_SUCCESS)
+    st = gpu_vk_error(r, "vkBindBufferMemory");
+  if (!st && (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+      (r = vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)) != VK_SUCCESS)
+    st = gpu_vk_error(r, "vkMapMemory");
+  if (st) {
+    if (b->mem) vkFreeMemory(d->dev, b->mem, NULL);
+    vkDestroyBuffer(d->dev, b->buf, NULL);
+    free(b);
+    if (st == STENO_ERR_NOMEM)
+      err_wrap(st, "allocating %.1f MiB of GPU memory (%.1f MiB in use): ",
+               (double)bytes / (1 << 20), (double)d->used / (1 << 20));
+    return st;
+  }
+  pthread_mutex_lock(&d->lock);
+  d->used += bytes;
+  if (d->used > d->peak) d->peak = d->used;
+  pthread_mutex_unlock(&d->lock);
+  *out = b;
+  return 0;
+}
+
+int gpu_buffer_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  VkMemoryPropertyFlags f = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  if (d->info.unified) f |= VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  return buffer_make(d, bytes, f, out);
+}
+
+int gpu_buffer_host(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  return buffer_make(d, bytes, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                     out);
+}
+
+void gpu_buffer_free(gpu_buffer *b) {
+  if (!b) return;
+  gpu_device *d = b->dev;
+  if (b->map) vkUnmapMemory(d->dev, b->mem);
+  vkDestroyBuffer(d->dev, b->buf, NULL);
+  vkFreeMemory(d->dev, b->mem, NULL);
+  pthread_mutex_lock(&d->lock);
+  d->used -= b->size;
+  pthread_mutex_unlock(&d->lock);
+  free(b);
+}
+
+size_t gpu_buffer_size(const gpu_buffer *b) { return b->size; }
+size_t gpu_memory_used(const gpu_device *d) { return d->used; }
+size_t gpu_memory_peak(const gpu_device *d) { return d->peak; }
+
+/* Copies `bytes` between `b` at `offset` and the staging buffer (in either
+ * direction), waiting for it. Called with the device lock held. */
+static int staged_copy(gpu_device *d, gpu_buffer *b, size_t offset, size_t bytes, bool to_device) {
+  VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VkResult r = vkResetCommandBuffer(d->xfer, 0);
+  if (r == VK_SUCCESS) r = vkBeginCommandBuffer(d->xfer, &begin);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "starting a transfer");
+  /* Earlier work (kernels, transfers) on the queue finishes its writes first. */
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdPipelineBarrier(d->xfer, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &before, 0, NULL, 0, NULL);
+  VkBufferCopy region = {.srcOffset = to_device ? 0 : offset,
+                         .dstOffset = to_device ? offset : 0,
+                         .size = bytes};
+  vkCmdCopyBuffer(d->xfer, to_device ? d->staging->buf : b->buf,
+                  to_device ? b->buf : d->staging->buf, 1, &region);
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_MEMORY_READ_BIT};
+  vkCmdPipelineBarrier(d->xfer, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
+                       &after, 0, NULL, 0, NULL);
+  r = vkEndCommandBuffer(d->xfer);
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                     .pCommandBuffers = &d->xfer};
+  if (r == VK_SUCCESS) r = vkResetFences(d->dev, 1, &d->xfer_fence);
+  if (r == VK_SUCCESS) r = vkQueueSubmit(d->queue, 1, &si, d->xfer_fence);
+  if (r == VK_SUCCESS) r = vkWaitForFences(d->dev, 1, &d->xfer_fence, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "a buffer transfer");
+  return 0;
+}
+
+static int check_range(const gpu_buffer *b, size_t offset, size_t bytes) {
+  size_t end;
+  if (!add_ok(offset, bytes, &end) || end > b->size)
+    return err_set(STENO_ERR_INVALID, "transfer of %zu bytes at %zu past a buffer of %zu", bytes,
+                   offset, b->size);
+  return 0;
+}
+
+int gpu_upload(gpu_buffer *b, size_t offset, const void *data, size_t bytes) {
+  TRY(check_range(b, offset, bytes));
+  if (b->map) {
+    memcpy((char *)b->map + offset, data, bytes);
+    return 0;
+  }
+  gpu_device *d = b->dev;
+  int st = 0;
+  pthread_mutex_lock(&d->lock);
+  for (size_t done = 0; done < bytes && !st;) {
+    size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
+    memcpy(d->staging->map, (const char *)data + done, n);
+    st = staged_copy(d, b, offset + done, n, true);
+    done += n;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return st;
+}
+
+int gpu_download(gpu_buffer *b, size_t offset, void *data, size_t bytes) {
+  TRY(check_range(b, offset, bytes));
+  if (b->map) {
+    memcpy(data, (const char *)b->map + offset, bytes);
+    return 0;
+  }
+  gpu_device *d = b->dev;
+  int st = 0;
+  pthread_mutex_lock(&d->lock);
+  for (size_t done = 0; done < bytes && !st;) {
+    size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
+    st = staged_copy(d, b, offset + done, n, false);
+    if (!st) memcpy((char *)data + done, d->staging->map, n);
+    done += n;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return st;
+}
+
+int gpu_buffer_from(gpu_device *d, const void *data, size_t bytes, gpu_buffer **out) {
+  TRY(gpu_buffer_new(d, bytes, out));
+  int st = gpu_upload(*out, 0, data, bytes);
+  if (st) {
+    gpu_buffer_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* ---- kernels ---- */
+
+static const gpu_spirv_entry *spirv_find(const char *name) {
+  for (const gpu_spirv_entry *e = gpu_spirv; e->name; e++)
+    if (!strcmp(e->name, name)) return e;
+  return NULL;
+}
+
+static int kernel_make(gpu_device *d, const char *name, const uint32_t *spec, int nspec,
+                       gpu_kernel **out) {
+  const gpu_spirv_entry *src = spirv_find(name);
+  if (!src) return err_set(STENO_ERR_INVALID, "no kernel named '%s' is built in", name);
+  if (nspec < 0 || nspec > GPU_MAX_SPEC || strlen(name) >= sizeof((*out)->name))
+    return err_set(STENO_ERR_INVALID, "kernel '%s': bad specialization", name);
+  gpu_kernel *k = mem_alloc(1, sizeof *k);
+  if (!k) return STENO_ERR_NOMEM;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->nspec = nspec;
+  if (nspec) memcpy(k->spec, spec, (size_t)nspec * sizeof *spec);
+  VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                 .codeSize = src->size,
+                                 .pCode = src->words};
+  VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &k->module);
+  if (r != VK_SUCCESS) {
+    free(k);
+    return gpu_vk_error(r, "vkCreateShaderModule");
+  }
+  VkSpecializationMapEntry map[GPU_MAX_SPEC];
+  for (int i = 0; i < nspec; i++)
+    map[i] = (VkSpecializationMapEntry){.constantID = (uint32_t)i,
+                                        .offset = (uint32_t)(i * 4),
+                                        .size = 4};
+  VkSpecializationInfo si = {.mapEntryCount = (uint32_t)nspec, .pMapEntries = map,
+                             .dataSize = (size_t)nspec * 4, .pData = k->spec};
+  VkComputePipelineCreateInfo ci = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = k->module,
+                .pName = "main",
+                .pSpecializationInfo = nspec ? &si : NULL},
+      .layout = d->layout,
+  };
+  r = vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &k->pipeline);
+  if (r != VK_SUCCESS) {
+    vkDestroyShaderModule(d->dev, k->module, NULL);
+    free(k);
+    return err_wrap(gpu_vk_error(r, "vkCreateComputePipelines"), "kernel '%s': ", name);
+  }
+  *out = k;
+  return 0;
+}
+
+int gpu_kernel_get(gpu_device *d, const char *name, const uint32_t *spec, int nspec,
+                   gpu_kernel **out) {
+  pthread_mutex_lock(&d->lock);
+  for (int i = 0; i < d->nkernels; i++) {
+    gpu_kernel *k = d->kernels[i];
+    if (k->nspec == nspec && !strcmp(k->name, name) &&
+        (!nspec || !memcmp(k->spec, spec, (size_t)nspec * 4))) {
+      *out = k;
+      pthread_mutex_unlock(&d->lock);
+      return 0;
+    }
+  }
+  gpu_kernel **grown = mem_realloc(d->kernels, (size_t)d->nkernels + 1, sizeof *grown);
+  int st = grown ? 0 : STENO_ERR_NOMEM;
+  if (grown) d->kernels = grown;
+  if (!st) st = kernel_make(d, name, spec, nspec, out);
+  if (!st) d->kernels[d->nkernels++] = *out;
+  pthread_mutex_unlock(&d->lock);
+  return st;
+}
+
+/* ---- the device ---- */
+
+static int device_create(gpu_device *d) {
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(d->pd, &nq, NULL);
+  VkQueueFamilyProperties qf[32];
+  if (nq > 32) nq = 32;
+  vkGetPhysicalDeviceQueueFamilyProperties(d->pd, &nq, qf);
+  d->family = UINT32_MAX;
+  for (uint32_t i = 0; i < nq && d->family == UINT32_MAX; i++)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) d->family = i;
+  if (d->family == UINT32_MAX)
+    return err_set(STENO_ERR_GPU, "%s has no compute queue", d->info.name);
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                .queueFamilyIndex = d->family,
+                                .queueCount = 1,
+                                .pQueuePriorities = &priority};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                           .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &qi};
+  VkResult r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateDevice");
+  vkGetDeviceQueue(d->dev, d->family, 0, &d->queue);
+  vkGetPhysicalDeviceMemoryProperties(d->pd, &d->mem);
+
+  VkDescriptorSetLayoutBinding bind[GPU_MAX_BINDINGS];
+  for (uint32_t i = 0; i < GPU_MAX_BINDINGS; i++)
+    bind[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                             .descriptorCount = 1,
+                                             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                        .bindingCount = GPU_MAX_BINDINGS,
+                                        .pBindings = bind};
+  r = vkCreateDescriptorSetLayout(d->dev, &li, NULL, &d->set_layout);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateDescriptorSetLayout");
+  VkPushConstantRange push = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = GPU_MAX_PUSH};
+  VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                   .setLayoutCount = 1,
+                                   .pSetLayouts = &d->set_layout,
+                                   .pushConstantRangeCount = 1,
+                                   .pPushConstantRanges = &push};
+  r = vkCreatePipelineLayout(d->dev, &pi, NULL, &d->layout);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreatePipelineLayout");
+
+  VkCommandPoolCreateInfo pool = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = d->family};
+  r = vkCreateCommandPool(d->dev, &pool, NULL, &d->xfer_pool);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = d->xfer_pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
+  r = vkAllocateCommandBuffers(d->dev, &ai, &d->xfer);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  r = vkCreateFence(d->dev, &fi, NULL, &d->xfer_fence);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
+  if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
+  TRY(gpu_buffer_new(d, 16, &d->spare));
+  return 0;
+}
+
+int gpu_open(gpu_device **out) {
+  *out = NULL;
+  gpu_info *infos;
+  int n;
+  TRY(gpu_list(&infos, &n));
+  int chosen = 0;
+  int st = gpu_choose(infos, n, &chosen);
+  gpu_device *d = st ? NULL : mem_alloc(1, sizeof *d);
+  if (!st && !d) st = STENO_ERR_NOMEM;
+  if (st) {
+    free(infos);
+    return st;
+  }
+  d->info = infos[chosen];
+  free(infos);
+  pthread_mutex_init(&d->lock, NULL);
+  st = gpu_instance(&d->inst);
+  if (!st) {
+    uint32_t count = 0;
+    vkEnumeratePhysicalDevices(d->inst, &count, NULL);
+    VkPhysicalDevice pds[64];
+    if (count > 64) count = 64;
+    vkEnumeratePhysicalDevices(d->inst, &count, pds);
+    if ((uint32_t)chosen >= count) st = err_set(STENO_ERR_GPU, "the device list changed");
+    else d->pd = pds[chosen];
+  }
+  if (!st) st = device_create(d);
+  if (st) {
+    gpu_close(d);
+    return st;
+  }
+  log_info("using %s (%s)", d->info.name, d->info.driver);
+  *out = d;
+  return 0;
+}
+
+void gpu_close(gpu_device *d) {
+  if (!d) return;
+  if (d->dev) {
+    vkDeviceWaitIdle(d->dev);
+    for (int i = 0; i < d->nkernels; i++) {
+      vkDestroyPipeline(d->dev, d->kernels[i]->pipeline, NULL);
+      vkDestroyShaderModule(d->dev, d->kernels[i]->module, NULL);
+      free(d->kernels[i]);
+    }
+    gpu_buffer_free(d->staging);
+    gpu_buffer_free(d->spare);
+    if (d->xfer_fence) vkDestroyFence(d->dev, d->xfer_fence, NULL);
+    if (d->xfer_pool) vkDestroyCommandPool(d->dev, d->xfer_pool, NULL);
+    if (d->layout) vkDestroyPipelineLayout(d->dev, d->layout, NULL);
+    if (d->set_layout) vkDestroyDescriptorSetLayout(d->dev, d->set_layout, NULL);
+    vkDestroyDevice(d->dev, NULL);
+  }
+  free(d->kernels);
+  if (d->inst) vkDestroyInstance(d->inst, NULL);
+  pthread_mutex_destroy(&d->lock);
+  free(d);
+}
+
+const gpu_info *gpu_device_info(const gpu_device *d) { return &d->info; }

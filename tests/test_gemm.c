@@ -1,0 +1,99 @@
+/* gemm: every weight type, every epilogue, zero bias, stacked weights, padded
+ * outputs, dual outputs, over the row counts the models use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "quant.h"
+#include "steno.h"
+
+static const gpu_epi epilogues[] = {GPU_EPI_BIAS,     GPU_EPI_SILU, GPU_EPI_RELU,
+                                    GPU_EPI_RESIDUAL, GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL};
+
+/* dot[r][j] = a[r]·W[j] in double, then rounded: the reference sum. */
+static float *ref_dots(const float *a, const float *w, size_t m, size_t n, size_t k) {
+  float *d = test_floats(m * n);
+  for (size_t r = 0; r < m; r++)
+    for (size_t j = 0; j < n; j++) {
+      double s = 0;
+      for (size_t x = 0; x < k; x++) s += (double)a[r * k + x] * w[j * k + x];
+      d[r * n + j] = (float)s;
+    }
+  return d;
+}
+
+/* W [n][k] as two halves stacked, with `bias` of nbias values (0, n or n + dual). */
+static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm, const float *bias,
+                      size_t nbias, int nepi) {
+  float *w = test_random(n * k, 1);
+  uint8_t *bytes = quant_encode(t, w, n * k);
+  float *wf = test_floats(n * k);
+  quant_decode(t, bytes, n * k, wf);
+  gpu_weight parts[2] = {{bytes, (uint32_t)(n / 2)},
+                         {bytes + gpu_wtype_bytes(t, n / 2 * k), (uint32_t)(n - n / 2)}};
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(test_device(), t, (uint32_t)k, parts, 2, bias, nbias, &l));
+  size_t padded = (n + 63) / 64 * 64, dual = nbias > n ? nbias - n : 0;
+  size_t width = padded + dual;
+  CHECK(gpu_linear_width(&l) == width, "width %u, want %zu", gpu_linear_width(&l), width);
+  for (int mi = 0; mi < nm; mi++) {
+    size_t m = ms[mi];
+    float *a = test_random(m * k, 3);
+    float *c0 = test_random(m * width, 4);
+    float *dots = ref_dots(a, wf, m, n, k);
+    gpu_buffer *ab = test_upload(a, m * k);
+    for (int e = 0; e < nepi; e++) {
+      float alpha = 0.5f;
+      float *want = test_floats(m * width);
+      for (size_t r = 0; r < m; r++)
+        for (size_t j = 0; j < width; j++) {
+          size_t i = r * width + j;
+          if (j >= padded) {
+            want[i] = bias[n + j - padded] + dots[r * n + j - padded];
+            continue;
+          }
+          float v = j < n ? (nbias ? bias[j] : 0) + dots[r * n + j] : 0;
+          want[i] = ref_epilogue(epilogues[e], alpha, v, c0[i]);
+        }
+      gpu_buffer *cb = test_upload(c0, m * width);
+      gpu_rec *rec = test_rec();
+      gpu_gemm(rec, ab, &l, cb, (uint32_t)m, epilogues[e], alpha);
+      float *got = test_run_read(rec, cb, m * width);
+      char what[128];
+      snprintf(what, sizeof what, "gemm %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d", quant_names[t],
+               m, n, k, nbias, epilogues[e]);
+      check_close(what, got, want, m * width, KERNEL_TOL);
+      free(got);
+      free(want);
+      gpu_rec_free(rec);
+      gpu_buffer_free(cb);
+    }
+    gpu_buffer_free(ab);
+    free(a);
+    free(c0);
+    free(dots);
+  }
+  gpu_linear_free(&l);
+  free(w);
+  free(bytes);
+  free(wf);
+}
+
+int main(void) {
+  test_device();
+  const size_t n = 100, k = 96;
+  const size_t ms[] = {1, 37, 70, 2100};
+  float *bias = test_random(n + 64, 2);
+  for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
+    one_layer(t, n, k, ms, 4, bias, n, 6);      /* with bias */
+    one_layer(t, n, k, ms, 4, bias, 0, 6);      /* zero bias */
+    one_layer(t, n, k, ms, 4, bias, n + 64, 6); /* dual outputs */
+  }
+  /* A real layer's shape: Parakeet 0.6B's FFN. */
+  const size_t big[] = {140};
+  float *bias_big = test_random(4096, 7);
+  for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) one_layer(t, 4096, 1024, big, 1, bias_big, 4096, 1);
+  free(bias);
+  free(bias_big);
+  return check_done();
+}
