@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds steno twice — plain, and with AddressSanitizer + UndefinedBehaviorSanitizer —
+# and runs the whole test suite on each, on Mesa's lavapipe (Vulkan on the CPU) unless
+# STENO_TEST_GPU=1 asks for the machine's own GPU.
+#   bash tests/run.sh            both builds
+#   bash tests/run.sh plain      only the plain build (or: sanitize)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+if [ "${STENO_TEST_GPU:-0}" != 1 ]; then
+  icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1 || true)
+  if [ -z "$icd" ]; then
+    echo "lavapipe is not installed: apt-get install mesa-vulkan-drivers" >&2
+    exit 1
+  fi
+  # Only lavapipe: a stray driver on the machine cannot change the result.
+  export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+fi
+
+run() { # name, cmake options...
+  local dir="build-test-$1"
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs" >/dev/null
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+}
+
+which=${1:-all}
+if [ "$which" = all ] || [ "$which" = plain ]; then
+  echo "== plain build"
+  run plain
+fi
+if [ "$which" = all ] || [ "$which" = sanitize ]; then
+  echo "== ASan + UBSan build"
+  run sanitize -DSTENO_SANITIZE=ON
+fi

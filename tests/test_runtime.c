@@ -1,0 +1,108 @@
+/* The runtime: device selection errors, buffers, transfers, the recorder's
+ * barriers, split submissions, completion marks and descriptor-set reuse. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "steno.h"
+
+/* 200 chained dispatches: each adds a row to the next, so a missing barrier
+ * or a dropped dispatch shows in the sum. */
+static void chain(bool split) {
+  const uint32_t n = 64, k = 32;
+  float *w = test_floats(n * k);
+  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f; /* row i picks input i % k */
+  gpu_weight part = {w, n};
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(test_device(), GPU_F32, k, &part, 1, NULL, 0, &l));
+  float *x = test_random(k, 9);
+  gpu_buffer *a = test_upload(x, k);
+  float *zero = test_floats(n);
+  gpu_buffer *c = test_upload(zero, n);
+  gpu_rec *rec = test_rec();
+  gpu_rec_split(rec, split);
+  for (int call = 0; call < 2; call++) {
+    if (call) CHECK_OK(gpu_rec_begin(rec));
+    CHECK_OK(gpu_upload(c, 0, zero, n * sizeof *zero));
+    for (int i = 0; i < 200; i++) {
+      gpu_gemm(rec, a, &l, c, 1, GPU_EPI_RESIDUAL, 1.0f);
+      if (i % 50 == 49) CHECK_OK(gpu_rec_flush(rec));
+    }
+    CHECK(gpu_rec_dispatches(rec) == 200, "%d dispatches", gpu_rec_dispatches(rec));
+    float *got = test_run_read(rec, c, n);
+    float *want = test_floats(n);
+    for (uint32_t i = 0; i < n; i++) want[i] = 200.0f * x[i % k];
+    check_close(split ? "200 chained gemms, split" : "200 chained gemms", got, want, n, 1e-5f);
+    free(got);
+    free(want);
+  }
+  gpu_rec_free(rec);
+  gpu_buffer_free(a);
+  gpu_buffer_free(c);
+  gpu_linear_free(&l);
+  free(w);
+  free(x);
+  free(zero);
+}
+
+static void transfers(void) {
+  gpu_device *d = test_device();
+  /* Larger than the staging buffer, at an offset. */
+  size_t n = (40u << 20) / 4;
+  float *x = test_random(n, 3), *y = test_floats(n);
+  gpu_buffer *b;
+  CHECK_OK(gpu_buffer_new(d, (n + 16) * 4, &b));
+  CHECK_OK(gpu_upload(b, 64, x, n * 4));
+  CHECK_OK(gpu_download(b, 64, y, n * 4));
+  CHECK(!memcmp(x, y, n * 4), "round trip through the device differs");
+  CHECK(gpu_upload(b, 65, x, n * 4) == STENO_ERR_INVALID, "upload past the end accepted");
+  CHECK(strstr(steno_last_error(), "past") != NULL, "message: %s", steno_last_error());
+  CHECK(gpu_memory_used(d) >= n * 4, "memory used %zu", gpu_memory_used(d));
+  gpu_buffer_free(b);
+  free(x);
+  free(y);
+  /* An absurd size is an error with a message, not a crash. */
+  gpu_buffer *huge = NULL;
+  int st = gpu_buffer_new(d, (size_t)1 << 62, &huge);
+  CHECK(st == STENO_ERR_NOMEM && huge == NULL, "2^62 bytes: status %d", st);
+  CHECK(strlen(steno_last_error()) > 0, "no message for a failed allocation");
+}
+
+static void bad_use(void) {
+  gpu_kernel *k;
+  CHECK(gpu_kernel_get(test_device(), "no_such_kernel", NULL, 0, &k) == STENO_ERR_INVALID,
+        "unknown kernel accepted");
+  gpu_rec *rec = test_rec();
+  CHECK(gpu_rec_kernel(rec, "no_such_kernel", NULL, 0) == NULL, "unknown kernel");
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "a failed recording ran");
+  CHECK(strstr(steno_last_error(), "no_such_kernel") != NULL, "message: %s", steno_last_error());
+  /* The recorder works again after a fresh begin. */
+  CHECK_OK(gpu_rec_begin(rec));
+  CHECK_OK(gpu_rec_run(rec));
+  gpu_rec_free(rec);
+}
+
+static void device_choice(void) {
+  setenv("STENO_DEVICE", "99", 1);
+  gpu_device *d = NULL;
+  CHECK(gpu_open(&d) == STENO_ERR_GPU && !d, "STENO_DEVICE=99 accepted");
+  CHECK(strstr(steno_last_error(), "STENO_DEVICE") != NULL, "message: %s", steno_last_error());
+  setenv("STENO_DEVICE", "no device is called this", 1);
+  CHECK(gpu_open(&d) == STENO_ERR_GPU && !d, "unknown device name accepted");
+  unsetenv("STENO_DEVICE");
+  gpu_info *infos;
+  int n;
+  CHECK_OK(gpu_list(&infos, &n));
+  CHECK(n >= 1 && infos[0].name[0] && infos[0].subgroup_size > 0, "device list");
+  free(infos);
+}
+
+int main(void) {
+  test_device();
+  chain(false);
+  chain(true);
+  transfers();
+  bad_use();
+  device_choice();
+  return check_done();
+}
