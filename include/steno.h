@@ -45,6 +45,42 @@ void steno_set_log(steno_log_fn fn, void *user);
  * GPU is preferred. */
 int steno_devices_print(FILE *out);
 
+/* ---- results ---- */
+
+/* One token: a vocabulary piece with the time it spans. */
+typedef struct {
+  int id;            /* vocabulary id */
+  const char *text;  /* its text ("▁" as a space; control tokens are not listed) */
+  int64_t start_ms;  /* start, from the beginning of the audio */
+  int64_t end_ms;    /* end (a TDT token of duration 0 ends where it starts) */
+  float p;           /* confidence in [0, 1] */
+} steno_token;
+
+/* A word (or, for languages without spaces, a run of tokens) with its time. */
+typedef struct {
+  const char *text;  /* without surrounding spaces */
+  int64_t start_ms, end_ms;
+  float p;           /* the lowest confidence of its tokens */
+} steno_word;
+
+/* A stretch of text with its time (a sentence, or a model's segment). */
+typedef struct {
+  const char *text;
+  int64_t start_ms, end_ms;
+} steno_segment;
+
+typedef struct steno_result steno_result;
+
+const char *steno_result_text(const steno_result *r);          /* the whole transcript */
+size_t steno_result_token_count(const steno_result *r);
+steno_token steno_result_token(const steno_result *r, size_t i);
+size_t steno_result_word_count(const steno_result *r);
+steno_word steno_result_word(const steno_result *r, size_t i);
+size_t steno_result_segment_count(const steno_result *r);
+steno_segment steno_result_segment(const steno_result *r, size_t i);
+double steno_result_duration(const steno_result *r);         /* seconds of audio */
+void steno_result_free(steno_result *r);
+
 /* ---- files ---- */
 
 /* Prints a GGUF file's metadata (long arrays abbreviated) and tensor table. */

@@ -1,0 +1,138 @@
+#include "decode/transducer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+
+/* y[r] = b[r] + W[r]·x for r < rows (W row-major [rows][cols]); b may be NULL. */
+static void matvec(const float *w, const float *b, const float *x, int rows, int cols, float *y) {
+  for (int r = 0; r < rows; r++) {
+    const float *wr = w + (size_t)r * cols;
+    float s = 0;
+    for (int c = 0; c < cols; c++) s += wr[c] * x[c];
+    y[r] = (b ? b[r] : 0) + s;
+  }
+}
+
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+typedef struct {
+  float *h, *c;         /* committed state [layers][hidden] */
+  float *h2, *c2;       /* the state after feeding the last token (committed on emit) */
+  float *out;           /* predictor output for the last token: h2 of the last layer */
+  float *p;             /* Wpred·out + bpred */
+  float *gates, *x;     /* scratch */
+  float *z, *logits;    /* joint scratch */
+} pred_state;
+
+/* Runs the LSTM on `token` (−1: the zero start vector) from the committed
+ * state into h2/c2, and the joint's predictor projection. */
+static void predict(const transducer *m, pred_state *s, int token) {
+  int H = m->hidden;
+  if (token < 0) memset(s->x, 0, (size_t)H * sizeof *s->x);
+  else memcpy(s->x, m->embed + (size_t)token * H, (size_t)H * sizeof *s->x);
+  for (int l = 0; l < m->layers; l++) {
+    const float *h = s->h + (size_t)l * H, *c = s->c + (size_t)l * H;
+    float *h2 = s->h2 + (size_t)l * H, *c2 = s->c2 + (size_t)l * H;
+    matvec(m->wx[l], m->b[l], s->x, 4 * H, H, s->gates);
+    for (int r = 0; r < 4 * H; r++) {
+      const float *wr = m->wh[l] + (size_t)r * H;
+      float acc = 0;
+      for (int k = 0; k < H; k++) acc += wr[k] * h[k];
+      s->gates[r] += acc;
+    }
+    for (int j = 0; j < H; j++) {
+      float i = sigmoid(s->gates[j]), f = sigmoid(s->gates[H + j]);
+      float g = tanhf(s->gates[2 * H + j]), o = sigmoid(s->gates[3 * H + j]);
+      c2[j] = f * c[j] + i * g;
+      h2[j] = o * tanhf(c2[j]);
+    }
+    memcpy(s->x, h2, (size_t)H * sizeof *s->x);
+  }
+  memcpy(s->out, s->x, (size_t)H * sizeof *s->out);
+  matvec(m->pred_w, m->pred_b, s->out, m->joint, H, s->p);
+}
+
+static void joint(const transducer *m, pred_state *s, const float *e) {
+  for (int j = 0; j < m->joint; j++) {
+    float v = e[j] + s->p[j];
+    s->z[j] = m->act == JOINT_RELU ? fmaxf(v, 0.0f) : m->act == JOINT_SIGMOID ? sigmoid(v) : tanhf(v);
+  }
+  matvec(m->out_w, m->out_b, s->z, m->vocab + m->n_durations, m->joint, s->logits);
+}
+
+/* 1 − H(softmax(x)) / ln(n): transcribe.cpp's token confidence. */
+static float confidence(const float *x, int n) {
+  float mx = x[dec_argmax(x, n)];
+  double sum = 0, ent = 0;
+  for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+  for (int i = 0; i < n; i++) {
+    double p = exp((double)x[i] - mx) / sum;
+    ent -= p * log(p + 1e-10);
+  }
+  return (float)(1.0 - ent / log((double)n));
+}
+
+int transducer_greedy(const transducer *m, const float *enc, int t, int stride, dec_tokens *out) {
+  if (m->layers < 1 || m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
+    return err_set(STENO_ERR_INVALID, "transducer with %d layers, %d classes", m->layers, m->vocab);
+  size_t H = (size_t)m->hidden, L = (size_t)m->layers;
+  size_t floats = 4 * L * H + 2 * H + 4 * H + H + 2 * (size_t)m->joint + (size_t)(m->vocab + m->n_durations);
+  float *mem = mem_alloc(floats, sizeof *mem);
+  if (!mem) return STENO_ERR_NOMEM;
+  pred_state s;
+  float *at = mem;
+  s.h = at, at += L * H;
+  s.c = at, at += L * H;
+  s.h2 = at, at += L * H;
+  s.c2 = at, at += L * H;
+  s.out = at, at += H;
+  s.x = at, at += H;
+  s.gates = at, at += 4 * H;
+  s.p = at, at += (size_t)m->joint;
+  s.z = at, at += (size_t)m->joint;
+  s.logits = at;
+
+  bool tdt = m->durations != NULL;
+  int blank = m->vocab - 1, cap = tdt ? m->max_symbols : 10;
+  int st = 0, symbols = 0, step = 0;
+  long guard = 16L * t + 1024;
+  predict(m, &s, -1);
+  while (step < t && !st) {
+    if (--guard < 0) {
+      st = err_set(STENO_ERR_FORMAT, "transducer decoding did not advance (%d frames)", t);
+      break;
+    }
+    joint(m, &s, enc + (size_t)step * stride);
+    int tok = dec_argmax(s.logits, m->vocab);
+    int dur = tdt ? m->durations[dec_argmax(s.logits + m->vocab, m->n_durations)] : 1;
+    if (tok != blank) {
+      dec_token d = {.id = tok, .frame = step, .frames = dur, .p = confidence(s.logits, m->vocab)};
+      st = dec_push(out, d);
+      /* Commit the state the token was predicted from, then feed the token. */
+      memcpy(s.h, s.h2, L * H * sizeof *s.h);
+      memcpy(s.c, s.c2, L * H * sizeof *s.c);
+      predict(m, &s, tok);
+    }
+    if (tdt) {
+      step += dur;
+      symbols++;
+      if (dur != 0) symbols = 0;
+      else if (cap && symbols >= cap) {
+        step++;
+        symbols = 0;
+      }
+    } else if (tok == blank) {
+      step++;
+      symbols = 0;
+    } else if (++symbols >= cap) {
+      step++;
+      symbols = 0;
+    }
+  }
+  free(mem);
+  return st;
+}

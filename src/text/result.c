@@ -1,0 +1,141 @@
+#include "text/result.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+
+/* id's text as a new string. */
+static char *piece_text(const text_vocab *v, int id) {
+  size_t cap = 64;
+  for (;;) {
+    char *buf = mem_alloc(cap + 1, 1);
+    if (!buf) return NULL;
+    size_t n = vocab_append(v, id, buf, 0, cap);
+    if (n <= cap) {
+      buf[n] = 0;
+      return buf;
+    }
+    free(buf);
+    cap *= 4;
+  }
+}
+
+/* Text of tokens [a, b) of toks (kept ids only), spaces collapsed and trimmed. */
+static char *span_text(const text_vocab *v, const int *ids, size_t a, size_t b) {
+  size_t cap = 16;
+  for (size_t i = a; i < b; i++) cap += v->piece[ids[i]] ? strlen(v->piece[ids[i]]) + 1 : 0;
+  char *raw = mem_alloc(cap + 1, 1);
+  if (!raw) return NULL;
+  size_t n = 0;
+  for (size_t i = a; i < b && n <= cap; i++) n = vocab_append(v, ids[i], raw, n, cap);
+  if (n > cap) n = cap;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (raw[i] == ' ' && (o == 0 || raw[o - 1] == ' ')) continue;
+    raw[o++] = raw[i];
+  }
+  while (o && raw[o - 1] == ' ') o--;
+  raw[o] = 0;
+  return raw;
+}
+
+int result_empty(double duration, steno_result **out) {
+  steno_result *r = mem_alloc(1, sizeof *r);
+  if (!r || !(r->text = mem_strdup(""))) {
+    free(r);
+    return STENO_ERR_NOMEM;
+  }
+  r->duration = duration;
+  *out = r;
+  return 0;
+}
+
+int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_per_frame,
+                       double offset_ms, double duration, steno_result **out) {
+  *out = NULL;
+  steno_result *r;
+  TRY(result_empty(duration, &r));
+  size_t n = 0;
+  int *ids = mem_alloc(toks->n + 1, sizeof *ids);
+  r->tokens = mem_alloc(toks->n + 1, sizeof *r->tokens);
+  r->words = mem_alloc(toks->n + 1, sizeof *r->words);
+  int st = ids && r->tokens && r->words ? 0 : STENO_ERR_NOMEM;
+  for (size_t i = 0; !st && i < toks->n; i++) {
+    const dec_token *d = &toks->v[i];
+    if (vocab_hidden(v, d->id)) continue;
+    steno_token *t = &r->tokens[n];
+    t->id = d->id;
+    t->start_ms = llround(offset_ms + ms_per_frame * d->frame);
+    t->end_ms = llround(offset_ms + ms_per_frame * (d->frame + d->frames));
+    t->p = d->p;
+    if (!(t->text = piece_text(v, d->id))) st = STENO_ERR_NOMEM;
+    ids[n++] = d->id;
+  }
+  r->ntokens = n;
+  /* Words: a new one at the first token and at every "▁" piece. */
+  for (size_t a = 0; !st && a < n;) {
+    size_t b = a + 1;
+    while (b < n && !vocab_starts_word(v, ids[b])) b++;
+    steno_word *w = &r->words[r->nwords++];
+    w->start_ms = r->tokens[a].start_ms;
+    w->end_ms = r->tokens[b - 1].end_ms;
+    w->p = 1.0f;
+    for (size_t i = a; i < b; i++) w->p = fminf(w->p, r->tokens[i].p);
+    if (!(w->text = span_text(v, ids, a, b))) st = STENO_ERR_NOMEM;
+    a = b;
+  }
+  if (!st) {
+    free(r->text);
+    r->text = span_text(v, ids, 0, n);
+    if (!r->text) st = STENO_ERR_NOMEM;
+  }
+  if (!st && n && r->text[0]) {
+    r->segments = mem_alloc(1, sizeof *r->segments);
+    char *seg = mem_strdup(r->text);
+    if (!r->segments || !seg) {
+      free(seg);
+      st = STENO_ERR_NOMEM;
+    } else {
+      r->segments[0] = (steno_segment){seg, r->tokens[0].start_ms, r->tokens[n - 1].end_ms};
+      r->nsegments = 1;
+    }
+  }
+  free(ids);
+  if (st) {
+    steno_result_free(r);
+    return st;
+  }
+  *out = r;
+  return 0;
+}
+
+const char *steno_result_text(const steno_result *r) { return r->text; }
+size_t steno_result_token_count(const steno_result *r) { return r->ntokens; }
+size_t steno_result_word_count(const steno_result *r) { return r->nwords; }
+size_t steno_result_segment_count(const steno_result *r) { return r->nsegments; }
+double steno_result_duration(const steno_result *r) { return r->duration; }
+
+steno_token steno_result_token(const steno_result *r, size_t i) {
+  return i < r->ntokens ? r->tokens[i] : (steno_token){0};
+}
+steno_word steno_result_word(const steno_result *r, size_t i) {
+  return i < r->nwords ? r->words[i] : (steno_word){0};
+}
+steno_segment steno_result_segment(const steno_result *r, size_t i) {
+  return i < r->nsegments ? r->segments[i] : (steno_segment){0};
+}
+
+void steno_result_free(steno_result *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->ntokens; i++) free((char *)r->tokens[i].text);
+  for (size_t i = 0; i < r->nwords; i++) free((char *)r->words[i].text);
+  for (size_t i = 0; i < r->nsegments; i++) free((char *)r->segments[i].text);
+  free(r->tokens);
+  free(r->words);
+  free(r->segments);
+  free(r->text);
+  free(r);
+}

@@ -1,0 +1,29 @@
+/* Transcripts: decoded tokens → text, token times, words and segments. */
+#ifndef STENO_TEXT_RESULT_H
+#define STENO_TEXT_RESULT_H
+
+#include "decode/tokens.h"
+#include "steno.h"
+#include "text/vocab.h"
+
+struct steno_result {
+  char *text;
+  steno_token *tokens;
+  size_t ntokens;
+  steno_word *words;
+  size_t nwords;
+  steno_segment *segments;
+  size_t nsegments;
+  double duration; /* seconds */
+};
+
+/* A result from tokens whose frames are `ms_per_frame` long, the first frame
+ * at `offset_ms`: hidden tokens dropped, words begun at "▁" pieces, one
+ * segment over the whole. */
+int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_per_frame,
+                       double offset_ms, double duration, steno_result **out);
+
+/* An empty result (no speech) for `duration` seconds of audio. */
+int result_empty(double duration, steno_result **out);
+
+#endif
