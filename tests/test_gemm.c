@@ -79,7 +79,36 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
   free(wf);
 }
 
+/* a's rows apart by more than k (a slice of a wider activation). */
+static void strided(void) {
+  const size_t n = 64, k = 96, lda = 160, m = 37;
+  float *w = test_random(n * k, 11), *a = test_random(m * lda, 12), *bias = test_random(n, 13);
+  gpu_weight part = {w, (uint32_t)n};
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(test_device(), GPU_F32, (uint32_t)k, &part, 1, bias, n, &l));
+  float *want = test_floats(m * n);
+  for (size_t r = 0; r < m; r++)
+    for (size_t j = 0; j < n; j++) {
+      double s = bias[j];
+      for (size_t x = 0; x < k; x++) s += (double)a[r * lda + x] * w[j * k + x];
+      want[r * n + j] = (float)s;
+    }
+  float *zero = test_floats(m * n);
+  gpu_buffer *ab = test_upload(a, m * lda), *cb = test_upload(zero, m * n);
+  free(zero);
+  gpu_rec *rec = test_rec();
+  gpu_gemm_strided(rec, ab, (uint32_t)lda, &l, cb, (uint32_t)m, GPU_EPI_BIAS, 0);
+  float *got = test_run_read(rec, cb, m * n);
+  check_close("gemm with lda 160, k 96", got, want, m * n, KERNEL_TOL);
+  gpu_rec_free(rec);
+  gpu_buffer_free(ab);
+  gpu_buffer_free(cb);
+  gpu_linear_free(&l);
+  free(w), free(a), free(bias), free(want), free(got);
+}
+
 int main(void) {
+  strided();
   test_device();
   const size_t n = 100, k = 96;
   const size_t ms[] = {1, 37, 70, 2100};

@@ -28,12 +28,11 @@ typedef struct {
   float *z, *logits;    /* joint scratch */
 } pred_state;
 
-/* Runs the LSTM on `token` (−1: the zero start vector) from the committed
- * state into h2/c2, and the joint's predictor projection. */
+/* Runs the LSTM on `token` from the committed state into h2/c2, and the
+ * joint's predictor projection. */
 static void predict(const transducer *m, pred_state *s, int token) {
   int H = m->hidden;
-  if (token < 0) memset(s->x, 0, (size_t)H * sizeof *s->x);
-  else memcpy(s->x, m->embed + (size_t)token * H, (size_t)H * sizeof *s->x);
+  memcpy(s->x, m->embed + (size_t)token * H, (size_t)H * sizeof *s->x);
   for (int l = 0; l < m->layers; l++) {
     const float *h = s->h + (size_t)l * H, *c = s->c + (size_t)l * H;
     float *h2 = s->h2 + (size_t)l * H, *c2 = s->c2 + (size_t)l * H;
@@ -97,15 +96,13 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
   s.logits = at;
 
   bool tdt = m->durations != NULL;
-  int blank = m->vocab - 1, cap = tdt ? m->max_symbols : 10;
+  int blank = m->vocab - 1, cap = m->max_symbols;
   int st = 0, symbols = 0, step = 0;
-  long guard = 16L * t + 1024;
-  predict(m, &s, -1);
-  while (step < t && !st) {
-    if (--guard < 0) {
-      st = err_set(STENO_ERR_FORMAT, "transducer decoding did not advance (%d frames)", t);
-      break;
-    }
+  /* As transformers' generate: at most max_symbols · t steps in all. */
+  long steps = cap > 0 ? (long)cap * t - 1 : 16L * t + 1024;
+  /* The start token is blank, whose embedding row is zero in published models. */
+  predict(m, &s, blank);
+  while (step < t && !st && steps-- > 0) {
     joint(m, &s, enc + (size_t)step * stride);
     int tok = dec_argmax(s.logits, m->vocab);
     int dur = tdt ? m->durations[dec_argmax(s.logits + m->vocab, m->n_durations)] : 1;
@@ -118,13 +115,8 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
       predict(m, &s, tok);
     }
     if (tdt) {
-      step += dur;
-      symbols++;
-      if (dur != 0) symbols = 0;
-      else if (cap && symbols >= cap) {
-        step++;
-        symbols = 0;
-      }
+      /* A blank always moves on (transformers and NeMo force duration ≥ 1). */
+      step += tok == blank && dur == 0 ? 1 : dur;
     } else if (tok == blank) {
       step++;
       symbols = 0;

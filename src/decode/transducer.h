@@ -18,7 +18,8 @@ typedef struct {
   joint_act act;
   const int *durations; /* TDT: durations in frames; NULL for RNN-T */
   int n_durations;
-  int max_symbols;      /* per frame; 0 = no cap (TDT); RNN-T uses 10 */
+  int max_symbols;      /* RNN-T: symbols per frame before a forced advance (10);
+                           both: at most max_symbols · t decoding steps */
   const float *embed;   /* [vocab][hidden] */
   const float *wx[TRANSDUCER_MAX_LAYERS]; /* [4·hidden][hidden], gates i, f, g, o */
   const float *wh[TRANSDUCER_MAX_LAYERS]; /* [4·hidden][hidden] */
@@ -28,7 +29,9 @@ typedef struct {
 } transducer;
 
 /* Greedy decoding over `t` frames of enc [t][stride] (the joint's encoder
- * projection, bias included). TDT when durations are set, else RNN-T. */
+ * projection, bias included), as transformers' ParakeetForRNNT/TDT.generate:
+ * the predictor starts from the blank token; TDT when durations are set (a
+ * blank of duration 0 advances one frame), else RNN-T. */
 int transducer_greedy(const transducer *m, const float *enc, int t, int stride, dec_tokens *out);
 
 #endif

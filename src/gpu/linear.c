@@ -81,13 +81,20 @@ void gpu_linear_free(gpu_linear *l) {
 
 void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, uint32_t m,
               gpu_epi epi, float alpha) {
+  gpu_gemm_strided(rec, a, l->k, l, c, m, epi, alpha);
+}
+
+void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                      gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
+  if (lda < l->k)
+    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   uint32_t spec = l->type;
   gpu_kernel *k = gpu_rec_kernel(rec, "gemm", &spec, 1);
   struct {
     uint32_t m, n, k, mode;
     float alpha;
-    uint32_t dual;
-  } push = {m, l->n, l->k, epi, alpha, l->dual};
+    uint32_t dual, lda;
+  } push = {m, l->n, l->k, epi, alpha, l->dual, lda};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
   gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
   gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, l->n / TILE, (m + TILE - 1) / TILE, 1);

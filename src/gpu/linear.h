@@ -53,4 +53,8 @@ static inline uint32_t gpu_linear_width(const gpu_linear *l) { return l->n + l->
 void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, uint32_t m,
               gpu_epi epi, float alpha);
 
+/* The same with a's rows `lda` (≥ k) floats apart. */
+void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                      gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
+
 #endif

@@ -1,7 +1,7 @@
 #version 450
 // gemm (portable): c = epilogue(a·Wᵀ + bias) for m rows of a.
 //
-// a      [m][k] f32 (binding 0)
+// a      [m][k] f32, rows lda floats apart (binding 0)
 // bias   [n + dual] f32 (binding 1): n biases, then `dual` second biases
 // c      [m][n + dual] f32 (binding 2): read too by the residual epilogues
 // W      [n][k] in its GGUF type (binding 3): F32 words, F16 or BF16 pairs,
@@ -29,7 +29,7 @@ layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
 layout(push_constant) uniform Push {
   uint m, n, k, mode;
   float alpha;
-  uint dual;
+  uint dual, lda;
 } p;
 
 const uint TILE = 64, KSTEP = 16;
@@ -62,7 +62,7 @@ void main() {
     uint ar = row0 + lr;
     vec4 av = vec4(0.0);
     if (ar < p.m) {
-      uint i = ar * p.k + k0 + lk;
+      uint i = ar * p.lda + k0 + lk;
       av = vec4(a[i], a[i + 1], a[i + 2], a[i + 3]);
     }
     vec4 wv = weights4(col0 + lr, k0 + lk);
