@@ -1,0 +1,119 @@
+#include "gpu/attention.h"
+
+#include <math.h>
+
+#include "base/error.h"
+
+/* Queries, keys and columns per workgroup tile (the kernels' T). */
+#define TILE 64u
+/* maxComputeWorkGroupCount the spec guarantees in each dimension. */
+#define MAX_GROUPS 65535u
+
+static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
+
+size_t gpu_attention_scratch(uint32_t t, uint32_t heads) { return (size_t)heads * t * t; }
+
+/* Whether `rows` rows of `cols` floats at s lie inside its buffer, with
+ * indices the kernels' 32-bit arithmetic reaches. */
+static int check_slice(const char *what, gpu_attn_slice s, uint64_t rows, uint64_t cols) {
+  if (!s.buf) return err_set(STENO_ERR_INVALID, "%s: no buffer", what);
+  if (rows > 1 && s.stride < cols)
+    return err_set(STENO_ERR_INVALID, "%s: row stride %u under %llu columns", what, s.stride,
+                   (unsigned long long)cols);
+  uint64_t end = s.offset + (rows - 1) * s.stride + cols;
+  uint64_t have = gpu_buffer_size(s.buf) / sizeof(float);
+  if (end > have || end > UINT32_MAX)
+    return err_set(STENO_ERR_INVALID,
+                   "%s: %llu rows of %llu at %u (stride %u) need %llu floats, the buffer has %llu",
+                   what, (unsigned long long)rows, (unsigned long long)cols, s.offset, s.stride,
+                   (unsigned long long)end, (unsigned long long)have);
+  return 0;
+}
+
+/* softmax.comp over rows × cols, columns counted only where mask[c] != 0
+ * when there is a mask. */
+static void softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows,
+                    uint32_t cols, float scale, gpu_buffer *mask) {
+  gpu_kernel *k = gpu_rec_kernel(rec, "softmax", NULL, 0);
+  struct {
+    uint32_t rows, cols, x_off, x_stride, y_off, y_stride;
+    float scale;
+    uint32_t masked;
+  } push = {rows, cols, x.offset, x.stride, y.offset, y.stride, scale, mask != NULL};
+  gpu_buffer *bufs[] = {x.buf, y.buf, mask ? mask : x.buf};
+  /* Rows past the workgroup limit are looped over inside the kernel. */
+  gpu_dispatch(rec, k, bufs, 3, &push, sizeof push, rows < MAX_GROUPS ? rows : MAX_GROUPS, 1, 1);
+}
+
+void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows, uint32_t cols,
+                 float scale) {
+  int st = rows && cols ? 0 : err_set(STENO_ERR_INVALID, "softmax of %u × %u", rows, cols);
+  if (!st) st = check_slice("softmax x", x, rows, cols);
+  if (!st) st = check_slice("softmax y", y, rows, cols);
+  if (st) {
+    gpu_rec_fail(rec, st);
+    return;
+  }
+  softmax(rec, x, y, rows, cols, scale, NULL);
+}
+
+/* The shapes of a, checked against its buffers. */
+static int check_attn(const gpu_attn *a, bool relative) {
+  uint32_t t = a->t, h = a->heads;
+  uint64_t width = (uint64_t)h * a->head_dim;
+  if (!t || !h || !a->head_dim || tiles(t) > MAX_GROUPS || h > MAX_GROUPS)
+    return err_set(STENO_ERR_INVALID, "attention over t = %u, %u heads of %u", t, h, a->head_dim);
+  if (!isfinite(a->scale)) return err_set(STENO_ERR_INVALID, "attention scale %g", a->scale);
+  if (!relative && (a->qv.buf || a->pos.buf))
+    return err_set(STENO_ERR_INVALID, "attention given positions: use gpu_rel_attention");
+  TRY(check_slice("attention q", a->q, t, width));
+  TRY(check_slice("attention k", a->k, t, width));
+  TRY(check_slice("attention v", a->v, t, width));
+  TRY(check_slice("attention o", a->o, t, width));
+  if (relative) {
+    TRY(check_slice("attention q+v", a->qv, t, width));
+    TRY(check_slice("attention pos", a->pos, 2 * (uint64_t)t - 1, width));
+  }
+  /* The scores as heads·t rows of t (check_slice keeps them under 2^32). */
+  gpu_attn_slice s = {a->scores, 0, t};
+  TRY(check_slice("attention scores", s, (uint64_t)h * t, t));
+  if (a->mask && gpu_buffer_size(a->mask) < (size_t)t * 4)
+    return err_set(STENO_ERR_INVALID, "attention mask of %zu bytes for %u keys",
+                   gpu_buffer_size(a->mask), t);
+  return 0;
+}
+
+/* scores (with relative positions or not), softmax over the kept keys, values. */
+static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
+  int st = check_attn(a, relative);
+  if (st) {
+    gpu_rec_fail(rec, st);
+    return;
+  }
+  uint32_t t = a->t, hd = a->head_dim, rel = relative;
+  float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
+  gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
+
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", &rel, 1);
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t q_off, q_stride, k_off, k_stride, qv_off, qv_stride, pos_off, pos_stride;
+  } sp = {t,         hd,        scale,      a->q.offset, a->q.stride, a->k.offset, a->k.stride,
+          qv.offset, qv.stride, pos.offset, pos.stride};
+  gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores};
+  gpu_dispatch(rec, k, sb, 5, &sp, sizeof sp, tiles(t), tiles(t), a->heads);
+
+  gpu_attn_slice s = {a->scores, 0, t};
+  softmax(rec, s, s, a->heads * t, t, 1.0f, a->mask);
+
+  k = gpu_rec_kernel(rec, "attention_values", NULL, 0);
+  struct {
+    uint32_t t, head_dim, v_off, v_stride, o_off, o_stride;
+  } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride};
+  gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf};
+  gpu_dispatch(rec, k, vb, 3, &vp, sizeof vp, tiles(hd), tiles(t), a->heads);
+}
+
+void gpu_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, false); }
+void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, true); }

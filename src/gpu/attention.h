@@ -1,0 +1,52 @@
+/* Softmax and multi-head attention on the GPU, the portable way: all scores
+ * of all heads in a caller's scratch buffer (scores, softmax, values: three
+ * dispatches). Plain scaled dot-product attention with an optional key mask,
+ * and NeMo's relative-position attention (Transformer-XL, biases u and v).
+ * The scratch is heads·t² f32, one buffer within the device's storage buffer
+ * range: with the usual 4 GiB, t up to about 16000 frames for 4 heads, 11000
+ * for 8. */
+#ifndef STENO_GPU_ATTENTION_H
+#define STENO_GPU_ATTENTION_H
+
+#include "gpu/gpu.h"
+
+/* Rows of f32 in a buffer: row r starts at float offset + r·stride. A slice
+ * names one part of a wider row, e.g. k in a fused q|k|v projection. */
+typedef struct {
+  gpu_buffer *buf;
+  uint32_t offset; /* floats before row 0: the column where the part starts */
+  uint32_t stride; /* floats from one row to the next */
+} gpu_attn_slice;
+
+/* One attention call. Each of q, k, v, qv, o is [t][heads·head_dim] at its
+ * slice; head h is columns h·head_dim .. (h+1)·head_dim − 1 of it. */
+typedef struct {
+  gpu_attn_slice q;    /* queries (q+u for relative attention) */
+  gpu_attn_slice k, v; /* keys and values; rows of v must be finite, even masked ones */
+  gpu_attn_slice o;    /* output (apart from q, k, v); only heads·head_dim columns are written */
+  gpu_buffer *mask;    /* t uint32, 0 = key ignored; NULL: all keys count */
+  gpu_buffer *scores;  /* scratch of gpu_attention_scratch(t, heads) floats */
+  uint32_t t, heads, head_dim;
+  float scale;         /* scores are scale·q·k; 0 means 1/√head_dim */
+  /* Relative attention only (gpu_rel_attention), else zeros: */
+  gpu_attn_slice qv;   /* q+v */
+  gpu_attn_slice pos;  /* projected positions, 2t − 1 rows; row r is position t − 1 − r */
+} gpu_attn;
+
+/* Floats of scores scratch an attention over t frames needs: heads·t². */
+size_t gpu_attention_scratch(uint32_t t, uint32_t heads);
+
+/* y[r] = softmax(scale · x[r]) over `cols` values of `rows` rows, the row's
+ * max subtracted first; y may be x (the same slice: in place). */
+void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows, uint32_t cols,
+                 float scale);
+
+/* o_i = Σ_j softmax_j(scale · q_i·k_j) · v_j per head, over the keys the
+ * mask keeps; a query whose keys are all masked gets o_i = 0. */
+void gpu_attention(gpu_rec *rec, const gpu_attn *a);
+
+/* As gpu_attention with score(i, j) = scale · ((q+u)_i·k_j + (q+v)_i·pos[j − i + t − 1])
+ * (NeMo's RelPositionMultiHeadAttention); a->q is q+u, a->qv is q+v. */
+void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a);
+
+#endif

@@ -1,0 +1,95 @@
+#version 450
+// attention_scores (portable): the scaled scores of multi-head attention,
+// s[h][i][j] = scale · q_i·k_j over head h's head_dim columns, and with
+// RELATIVE (Transformer-XL, NeMo's RelPositionMultiHeadAttention)
+// s[h][i][j] = scale · ((q+u)_i·k_j + (q+v)_i·pos[j − i + t − 1]).
+//
+// q, k, qv  f32 (bindings 0, 1, 2): row i of head h at
+//           X[X_off + i·X_stride + h·head_dim ..], head_dim values; q is q+u
+//           and qv is q+v with RELATIVE (qv is not read without it)
+// pos       f32 (binding 3, RELATIVE only): 2t − 1 rows of heads·head_dim at
+//           pos[pos_off + r·pos_stride ..]; row r is relative position t − 1 − r
+// s         [heads][t][t] f32 (binding 4): heads·t² floats, within the
+//           device's storage buffer range (often 4 GiB: t ≈ 16000 for 4
+//           heads, 11000 for 8)
+//
+// Tile: 64 queries × 64 keys of one head per workgroup of 16×16, 4×4 scores
+// per invocation, head_dim in steps of 8 through shared memory (with RELATIVE
+// also the tile's 127 pos rows; 10 KiB in all). Columns past head_dim and rows
+// past t read as 0. Products accumulate in f32.
+layout(local_size_x = 16, local_size_y = 16) in;
+layout(constant_id = 0) const uint RELATIVE = 0;
+
+layout(std430, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, binding = 1) readonly buffer K { float k[]; };
+layout(std430, binding = 2) readonly buffer QV { float qv[]; };
+layout(std430, binding = 3) readonly buffer Pos { float pos[]; };
+layout(std430, binding = 4) writeonly buffer S { float s[]; };
+
+layout(push_constant) uniform Push {
+  uint t, head_dim;
+  float scale;
+  uint q_off, q_stride, k_off, k_stride;
+  uint qv_off, qv_stride, pos_off, pos_stride;
+} p;
+
+const uint T = 64, KSTEP = 8, PROWS = 2 * T - 1, WG = 256;
+shared float qs[KSTEP][T + 1], ks[KSTEP][T + 1], qvs[KSTEP][T + 1];
+shared float ps[KSTEP][PROWS + 1];
+
+void main() {
+  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
+  uint i0 = gl_WorkGroupID.y * T, j0 = gl_WorkGroupID.x * T, h = gl_WorkGroupID.z;
+  uint col = h * p.head_dim;
+  // The tile's pos rows are base .. base + 126: (i, j) reads row
+  // base + 63 + (j − j0) − (i − i0).
+  int base = int(j0) - int(i0) + int(p.t) - int(T);
+  float acc[4][4];
+  for (uint a = 0; a < 4; a++)
+    for (uint b = 0; b < 4; b++) acc[a][b] = 0.0;
+
+  for (uint d0 = 0; d0 < p.head_dim; d0 += KSTEP) {
+    // 64 rows × 8 columns of q, k (and q+v): two values per invocation.
+    for (uint e = tid; e < T * KSTEP; e += WG) {
+      uint r = e / KSTEP, dd = e % KSTEP, d = col + d0 + dd;
+      bool in_d = d0 + dd < p.head_dim;
+      uint i = i0 + r, j = j0 + r;
+      qs[dd][r] = in_d && i < p.t ? q[p.q_off + i * p.q_stride + d] : 0.0;
+      ks[dd][r] = in_d && j < p.t ? k[p.k_off + j * p.k_stride + d] : 0.0;
+      if (RELATIVE != 0) qvs[dd][r] = in_d && i < p.t ? qv[p.qv_off + i * p.qv_stride + d] : 0.0;
+    }
+    if (RELATIVE != 0)
+      for (uint e = tid; e < PROWS * KSTEP; e += WG) {
+        uint r = e / KSTEP, dd = e % KSTEP;
+        int pr = base + int(r);
+        bool ok = d0 + dd < p.head_dim && pr >= 0 && pr < int(2 * p.t - 1);
+        ps[dd][r] = ok ? pos[p.pos_off + uint(pr) * p.pos_stride + col + d0 + dd] : 0.0;
+      }
+    barrier();
+    for (uint dd = 0; dd < KSTEP; dd++) {
+      float qa[4], kb[4];
+      for (uint a = 0; a < 4; a++) qa[a] = qs[dd][ty + 16 * a];
+      for (uint b = 0; b < 4; b++) kb[b] = ks[dd][tx + 16 * b];
+      for (uint a = 0; a < 4; a++)
+        for (uint b = 0; b < 4; b++) acc[a][b] += qa[a] * kb[b];
+      if (RELATIVE != 0) {
+        // Query ty + 16a, key tx + 16b: pos row tx − ty + 63 + 16(b − a).
+        float va[4], pm[7];
+        for (uint a = 0; a < 4; a++) va[a] = qvs[dd][ty + 16 * a];
+        for (uint m = 0; m < 7; m++) pm[m] = ps[dd][tx + 15 - ty + 16 * m];
+        for (uint a = 0; a < 4; a++)
+          for (uint b = 0; b < 4; b++) acc[a][b] += va[a] * pm[b + 3 - a];
+      }
+    }
+    barrier();
+  }
+
+  for (uint a = 0; a < 4; a++) {
+    uint i = i0 + ty + 16 * a;
+    if (i >= p.t) continue;
+    for (uint b = 0; b < 4; b++) {
+      uint j = j0 + tx + 16 * b;
+      if (j < p.t) s[(h * p.t + i) * p.t + j] = p.scale * acc[a][b];
+    }
+  }
+}

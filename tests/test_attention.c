@@ -1,0 +1,182 @@
+/* attention: multi-head scaled dot-product attention over both layouts of
+ * its inputs (q|k + separate v, packed q|k|v), with and without a key mask,
+ * and NeMo's relative-position attention over a packed [q+u | k | v | q+v]
+ * row; outputs into a slice of a wider buffer whose other values must stay. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/attention.h"
+#include "gpu_test.h"
+#include "steno.h"
+
+/* Rows of a host array as the GPU slice sees them. */
+typedef struct {
+  const float *x;
+  size_t off, stride;
+} rows_of;
+
+#define AT(s, r, c) ((s).x[(s).off + (size_t)(r) * (s).stride + (c)])
+
+/* The reference in double: o (at o_off, rows of o_stride) per head h and query
+ * i; with pos.x, score(i, j) gains (q+v)_i·pos[j − i + t − 1]. */
+static void ref_attention(float *o, size_t o_off, size_t o_stride, rows_of q, rows_of k,
+                          rows_of v, rows_of qv, rows_of pos, const uint32_t *mask, size_t t,
+                          size_t heads, size_t hd, double scale) {
+  double *s = malloc(t * sizeof *s);
+  for (size_t h = 0; h < heads; h++)
+    for (size_t i = 0; i < t; i++) {
+      double mx = -INFINITY, sum = 0;
+      for (size_t j = 0; j < t; j++) {
+        double d = 0;
+        for (size_t c = h * hd; c < (h + 1) * hd; c++) {
+          d += (double)AT(q, i, c) * AT(k, j, c);
+          if (pos.x) d += (double)AT(qv, i, c) * AT(pos, j + t - 1 - i, c);
+        }
+        s[j] = scale * d;
+        if (!mask || mask[j]) mx = fmax(mx, s[j]);
+      }
+      for (size_t j = 0; j < t; j++) {
+        s[j] = !mask || mask[j] ? exp(s[j] - mx) : 0;
+        sum += s[j];
+      }
+      for (size_t c = h * hd; c < (h + 1) * hd; c++) {
+        double acc = 0;
+        for (size_t j = 0; j < t; j++) acc += s[j] * AT(v, j, c);
+        o[o_off + i * o_stride + c] = sum > 0 ? (float)(acc / sum) : 0.0f;
+      }
+    }
+  free(s);
+}
+
+enum { SEPARATE, PACKED, RELATIVE };
+static const char *layouts[] = {"q|k + v", "q|k|v", "q+u|k|v|q+v"};
+enum { NO_MASK, MASK_TAIL, MASK_ALL };
+
+/* One attention of t frames, `heads` heads of hd, inputs laid out as
+ * `layout`, with a key mask (last 30% of keys, or all of them) or none. */
+static void one(int layout, size_t t, size_t heads, size_t hd, int masking, float scale) {
+  size_t d = heads * hd, pad = (3 * d + 63) / 64 * 64;
+  /* Row strides as a fused projection writes them: outputs padded to 64,
+   * then the dual outputs (q+v). */
+  size_t stride = layout == SEPARATE ? 2 * d + 64 : layout == PACKED ? pad : pad + d;
+  size_t xn = t * stride, vn = layout == SEPARATE ? t * d : 1;
+  size_t pos_stride = d + 3, pn = layout == RELATIVE ? (2 * t - 1) * pos_stride : 1;
+  size_t o_off = 5, o_stride = d + 9, on = o_off + t * o_stride;
+  uint32_t seed = (uint32_t)(t * 1000 + hd * 10 + heads + layout);
+  float *x = test_random(xn, seed), *vs = test_random(vn, seed + 1);
+  float *pos = test_random(pn, seed + 2), *o0 = test_random(on, seed + 3);
+  uint32_t *mask = malloc(t * sizeof *mask);
+  for (size_t j = 0; j < t; j++)
+    mask[j] = masking == NO_MASK || (masking == MASK_TAIL && j < t - t * 3 / 10);
+
+  rows_of q = {x, 0, stride}, k = {x, d, stride}, v = {vs, 0, d}, qv = {0}, p = {0};
+  if (layout != SEPARATE) v = (rows_of){x, 2 * d, stride};
+  if (layout == RELATIVE) qv = (rows_of){x, pad, stride}, p = (rows_of){pos, 0, pos_stride};
+  float *want = test_floats(on);
+  memcpy(want, o0, on * sizeof *want);
+  double sc = scale != 0 ? scale : 1.0 / sqrt((double)hd);
+  ref_attention(want, o_off, o_stride, q, k, v, qv, p, masking == NO_MASK ? NULL : mask, t,
+                heads, hd, sc);
+
+  gpu_buffer *xb = test_upload(x, xn), *vb = test_upload(vs, vn), *pb = test_upload(pos, pn);
+  gpu_buffer *ob = test_upload(o0, on), *mb = NULL, *sb;
+  CHECK_OK(gpu_buffer_from(test_device(), mask, t * sizeof *mask, &mb));
+  CHECK_OK(gpu_buffer_new(test_device(), gpu_attention_scratch((uint32_t)t, (uint32_t)heads) * 4,
+                          &sb));
+  gpu_buffer *vbuf = layout == SEPARATE ? vb : xb;
+  gpu_attn a = {
+      .q = {xb, 0, (uint32_t)stride},
+      .k = {xb, (uint32_t)d, (uint32_t)stride},
+      .v = {vbuf, (uint32_t)v.off, (uint32_t)v.stride},
+      .o = {ob, (uint32_t)o_off, (uint32_t)o_stride},
+      .mask = masking == NO_MASK ? NULL : mb,
+      .scores = sb,
+      .t = (uint32_t)t,
+      .heads = (uint32_t)heads,
+      .head_dim = (uint32_t)hd,
+      .scale = scale,
+  };
+  gpu_rec *rec = test_rec();
+  if (layout == RELATIVE) {
+    a.qv = (gpu_attn_slice){xb, (uint32_t)pad, (uint32_t)stride};
+    a.pos = (gpu_attn_slice){pb, 0, (uint32_t)pos_stride};
+    gpu_rel_attention(rec, &a);
+  } else {
+    gpu_attention(rec, &a);
+  }
+  float *got = test_run_read(rec, ob, on);
+  static const char *maskings[] = {"", " mask 30%", " all masked"};
+  char what[160];
+  snprintf(what, sizeof what, "attention %s t=%zu heads=%zu head_dim=%zu scale=%g%s",
+           layouts[layout], t, heads, hd, sc, maskings[masking]);
+  check_close(what, got, want, on, KERNEL_TOL);
+  if (masking == MASK_ALL) {
+    int finite = 1;
+    for (size_t i = 0; i < on; i++) finite &= isfinite(got[i]);
+    CHECK(finite, "%s: not finite", what);
+  }
+  gpu_rec_free(rec);
+  gpu_buffer_free(xb), gpu_buffer_free(vb), gpu_buffer_free(pb), gpu_buffer_free(ob);
+  gpu_buffer_free(mb), gpu_buffer_free(sb);
+  free(x), free(vs), free(pos), free(o0), free(mask), free(want), free(got);
+}
+
+/* Calls the recorder must refuse with STENO_ERR_INVALID. */
+static void bad_calls(void) {
+  const uint32_t t = 8, heads = 2, hd = 8, d = heads * hd;
+  gpu_buffer *x = test_random_buffer(t * 3 * d, 1), *o = test_random_buffer(t * d, 2);
+  gpu_buffer *s = test_random_buffer(gpu_attention_scratch(t, heads), 3);
+  gpu_buffer *small = test_random_buffer(gpu_attention_scratch(t, heads) - 1, 4);
+  gpu_attn good = {.q = {x, 0, 3 * d}, .k = {x, d, 3 * d}, .v = {x, 2 * d, 3 * d},
+                   .o = {o, 0, d}, .scores = s, .t = t, .heads = heads, .head_dim = hd};
+  for (int i = 0; i < 8; i++) {
+    gpu_attn a = good;
+    bool rel = false;
+    switch (i) {
+      case 0: break; /* the good call runs */
+      case 1: a.t = 0; break;
+      case 2: a.scores = small; break;
+      case 3: a.v.offset = 2 * d + 1; break;              /* past the end */
+      case 4: a.o.stride = d - 1; break;                  /* rows overlap */
+      case 5: a.pos = (gpu_attn_slice){x, 0, d}; break;   /* positions in plain attention */
+      case 6: rel = true; a.qv = good.q; break;           /* relative without positions */
+      case 7: /* pos of t rows, not 2t − 1 */
+        rel = true;
+        a.qv = good.q, a.pos = (gpu_attn_slice){o, 0, d};
+        break;
+    }
+    gpu_rec *rec = test_rec();
+    if (rel) gpu_rel_attention(rec, &a);
+    else gpu_attention(rec, &a);
+    int st = gpu_rec_run(rec);
+    CHECK(st == (i ? STENO_ERR_INVALID : 0), "bad attention call %d: status %d", i, st);
+    gpu_rec_free(rec);
+  }
+  gpu_buffer_free(x), gpu_buffer_free(o), gpu_buffer_free(s), gpu_buffer_free(small);
+}
+
+int main(void) {
+  test_device();
+  const size_t hds[] = {40, 48, 56, 64, 128}, ts[] = {5, 37, 100, 300};
+  int n = 0;
+  for (int hi = 0; hi < 5; hi++)
+    for (int ti = 0; ti < 4; ti++, n++) {
+      size_t heads = 2 + n % 3;
+      one(SEPARATE, ts[ti], heads, hds[hi], NO_MASK, 0);
+      one(PACKED, ts[ti], heads, hds[hi], NO_MASK, 0);
+      one(SEPARATE, ts[ti], heads, hds[hi], MASK_TAIL, 0);
+      one(PACKED, ts[ti], heads, hds[hi], MASK_TAIL, 0);
+    }
+  one(PACKED, 37, 2, 64, NO_MASK, 0.3f);
+  one(PACKED, 37, 2, 64, MASK_ALL, 0);
+  one(PACKED, 1000, 2, 64, MASK_TAIL, 0); /* 63 tiles each way */
+
+  const size_t rel_ts[] = {5, 37, 100}, rel_hds[] = {40, 128};
+  for (int hi = 0; hi < 2; hi++)
+    for (int ti = 0; ti < 3; ti++)
+      one(RELATIVE, rel_ts[ti], 2 + (hi + ti) % 2, rel_hds[hi], NO_MASK, 0);
+  one(RELATIVE, 37, 3, 40, MASK_TAIL, 0);
+  bad_calls();
+  return check_done();
+}
