@@ -81,6 +81,48 @@ steno_segment steno_result_segment(const steno_result *r, size_t i);
 double steno_result_duration(const steno_result *r);         /* seconds of audio */
 void steno_result_free(steno_result *r);
 
+/* ---- models ---- */
+
+typedef struct steno_model steno_model;
+
+typedef struct {
+  int reserved; /* no options yet; the device comes from STENO_DEVICE */
+} steno_model_params;
+
+steno_model_params steno_model_default_params(void);
+
+/* Loads a model from a GGUF file (architectures: parakeet) onto the GPU. */
+int steno_model_load(const char *path, const steno_model_params *params, steno_model **out);
+void steno_model_free(steno_model *m);
+
+/* "parakeet", ... */
+const char *steno_model_architecture(const steno_model *m);
+
+/* Progress through the audio, in [0, 1]. */
+typedef void (*steno_progress_fn)(float done, void *user);
+/* Returns non-zero to stop the work (STENO_ERR_ABORTED). */
+typedef int (*steno_abort_fn)(void *user);
+
+typedef struct {
+  steno_progress_fn progress; /* NULL: none */
+  void *progress_user;
+  steno_abort_fn abort;       /* NULL: none */
+  void *abort_user;
+} steno_transcribe_params;
+
+steno_transcribe_params steno_transcribe_default_params(void);
+
+/* Transcribes n samples of 16 kHz mono float PCM in [-1, 1]. */
+int steno_transcribe(steno_model *m, const float *pcm, size_t n,
+                     const steno_transcribe_params *params, steno_result **out);
+
+/* ---- audio ---- */
+
+/* Reads an audio file as 16 kHz mono float PCM (*pcm malloc'd: free with
+ * steno_audio_free). WAV (PCM 8/16/24/32-bit, float 32/64, any channels). */
+int steno_audio_load(const char *path, float **pcm, size_t *n);
+void steno_audio_free(float *pcm);
+
 /* ---- files ---- */
 
 /* Prints a GGUF file's metadata (long arrays abbreviated) and tensor table. */

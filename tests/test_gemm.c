@@ -7,8 +7,8 @@
 #include "quant.h"
 #include "steno.h"
 
-static const gpu_epi epilogues[] = {GPU_EPI_BIAS,     GPU_EPI_SILU, GPU_EPI_RELU,
-                                    GPU_EPI_RESIDUAL, GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL};
+static const gpu_epi epilogues[] = {GPU_EPI_BIAS, GPU_EPI_SILU,          GPU_EPI_RELU, GPU_EPI_RESIDUAL,
+                                    GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL, GPU_EPI_SCALE};
 
 /* dot[r][j] = a[r]·W[j] in double, then rounded: the reference sum. */
 static float *ref_dots(const float *a, const float *w, size_t m, size_t n, size_t k) {
@@ -43,7 +43,7 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
     float *dots = ref_dots(a, wf, m, n, k);
     gpu_buffer *ab = test_upload(a, m * k);
     for (int e = 0; e < nepi; e++) {
-      float alpha = 0.5f;
+      float alpha = epilogues[e] == GPU_EPI_SCALE ? 1.75f : 0.5f;
       float *want = test_floats(m * width);
       for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < width; j++) {
@@ -114,9 +114,15 @@ int main(void) {
   const size_t ms[] = {1, 37, 70, 2100};
   float *bias = test_random(n + 64, 2);
   for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
-    one_layer(t, n, k, ms, 4, bias, n, 6);      /* with bias */
-    one_layer(t, n, k, ms, 4, bias, 0, 6);      /* zero bias */
-    one_layer(t, n, k, ms, 4, bias, n + 64, 6); /* dual outputs */
+    one_layer(t, n, k, ms, 4, bias, n, 7);      /* with bias */
+    one_layer(t, n, k, ms, 4, bias, 0, 7);      /* zero bias */
+    one_layer(t, n, k, ms, 4, bias, n + 64, 7); /* dual outputs */
+  }
+  /* k not a multiple of 32 (a tiny model's subsampling): weights padded at upload. */
+  const size_t odd[] = {37, 70};
+  for (gpu_wtype t = GPU_F32; t <= GPU_BF16; t++) {
+    one_layer(t, n, 24, odd, 2, bias, n, 1);
+    one_layer(t, n, 40, odd, 2, bias, n + 64, 2);
   }
   /* A real layer's shape: Parakeet 0.6B's FFN. */
   const size_t big[] = {140};

@@ -30,8 +30,9 @@ static void split_q8(const uint8_t *blocks, size_t nblocks, uint8_t *data, uint8
 int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
                    int nparts, const float *bias, size_t nbias, gpu_linear *out) {
   memset(out, 0, sizeof *out);
-  if (k == 0 || k % 32 || nparts < 1 || type > GPU_Q8_0)
-    return err_set(STENO_ERR_UNSUPPORTED, "linear layer with k = %u: needs k %% 32 == 0", k);
+  if (k == 0 || k > (1u << 24) || nparts < 1 || type > GPU_Q8_0 || (type == GPU_Q8_0 && k % 32))
+    return err_set(STENO_ERR_UNSUPPORTED, "linear layer of type %d with k = %u", (int)type, k);
+  uint32_t wk = (k + 31) / 32 * 32;
   size_t rows = 0;
   for (int i = 0; i < nparts; i++) rows += parts[i].rows;
   size_t n = (rows + TILE - 1) / TILE * TILE;
@@ -43,11 +44,13 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   out->n = (uint32_t)n;
   out->rows = (uint32_t)rows;
   out->k = k;
+  out->wk = wk;
   out->dual = (uint32_t)dual;
   out->type = type;
 
-  /* Weights padded with zero rows, in one host buffer (Q8_0: data | scales). */
-  size_t count = n * k, wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
+  /* Weights padded with zero rows (and columns up to wk), in one host buffer
+   * (Q8_0: data | scales). */
+  size_t count = n * wk, wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
   size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
   uint8_t *host = mem_alloc(wbytes + sbytes, 1);
   float *b = mem_alloc(n + dual, sizeof *b);
@@ -56,8 +59,12 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   for (int i = 0; !st && i < nparts; i++) {
     size_t c = (size_t)parts[i].rows * k;
     if (type == GPU_Q8_0) split_q8(parts[i].data, c / 32, host + at, host + wbytes + at / 16);
-    else memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
-    at += c;
+    else if (wk == k) memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
+    else
+      for (size_t r = 0; r < parts[i].rows; r++)
+        memcpy(host + gpu_wtype_bytes(type, at + r * wk),
+               (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
+    at += (size_t)parts[i].rows * wk;
   }
   if (!st && nbias) {
     memcpy(b, bias, (nbias - dual) * sizeof *b);
@@ -93,8 +100,8 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   struct {
     uint32_t m, n, k, mode;
     float alpha;
-    uint32_t dual, lda;
-  } push = {m, l->n, l->k, epi, alpha, l->dual, lda};
+    uint32_t dual, lda, wk;
+  } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
   gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
   gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, l->n / TILE, (m + TILE - 1) / TILE, 1);

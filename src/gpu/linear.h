@@ -16,6 +16,7 @@ typedef enum {
   GPU_EPI_RESIDUAL = 3,      /* c += alpha · v */
   GPU_EPI_GELU = 4,          /* erf GELU */
   GPU_EPI_GELU_RESIDUAL = 5, /* c += GELU(v) */
+  GPU_EPI_SCALE = 6,         /* c = alpha · v (Parakeet's xscaling) */
 } gpu_epi;
 
 /* One weight stacked into a linear layer: `rows` rows of k values in the
@@ -28,7 +29,8 @@ typedef struct {
 typedef struct {
   uint32_t n;     /* output columns: the stacked rows padded to a multiple of 64 */
   uint32_t rows;  /* the stacked rows before padding */
-  uint32_t k;     /* inputs (a multiple of 32) */
+  uint32_t k;     /* inputs */
+  uint32_t wk;    /* weights per row as stored: k rounded up to 32, zeros after k */
   uint32_t dual;  /* outputs written again after the n others with a second bias */
   gpu_wtype type;
   gpu_buffer *w;

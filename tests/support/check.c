@@ -5,10 +5,22 @@
 int check_failures;
 int check_count;
 
+static int check_scaled(const char *what, const float *got, const float *want, size_t n, float tol,
+                        float scale);
+
 int check_close(const char *what, const float *got, const float *want, size_t n, float tol) {
   float scale = 1.0f;
   for (size_t i = 0; i < n; i++)
     if (fabsf(want[i]) > scale) scale = fabsf(want[i]);
+  return check_scaled(what, got, want, n, tol, scale);
+}
+
+int check_abs(const char *what, const float *got, const float *want, size_t n, float tol) {
+  return check_scaled(what, got, want, n, tol, 1.0f);
+}
+
+static int check_scaled(const char *what, const float *got, const float *want, size_t n, float tol,
+                        float scale) {
   size_t worst = 0;
   float worst_err = -1.0f;
   size_t bad = 0;

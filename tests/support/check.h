@@ -31,6 +31,9 @@ extern int check_count;
 /* |got − want| ≤ tol · max(1, max|want|) over n values; reports the worst. */
 int check_close(const char *what, const float *got, const float *want, size_t n, float tol);
 
+/* |got − want| ≤ tol over n values (absolute); reports the worst. */
+int check_abs(const char *what, const float *got, const float *want, size_t n, float tol);
+
 /* Fills x with uniform values in [-1, 1) from a xorshift stream seeded by seed. */
 void check_random(float *x, size_t n, uint32_t seed);
 

@@ -72,6 +72,7 @@ float ref_epilogue(gpu_epi e, float alpha, float v, float old) {
     case GPU_EPI_RESIDUAL: return old + alpha * v;
     case GPU_EPI_GELU: return ref_gelu(v);
     case GPU_EPI_GELU_RESIDUAL: return old + ref_gelu(v);
+    case GPU_EPI_SCALE: return alpha * v;
     default: return v;
   }
 }

@@ -4,11 +4,11 @@
 // a      [m][k] f32, rows lda floats apart (binding 0)
 // bias   [n + dual] f32 (binding 1): n biases, then `dual` second biases
 // c      [m][n + dual] f32 (binding 2): read too by the residual epilogues
-// W      [n][k] in its GGUF type (binding 3): F32 words, F16 or BF16 pairs,
+// W      [n][wk] in its GGUF type (binding 3): F32 words, F16 or BF16 pairs,
 //        or Q8_0 as int8 (4 per word, row-major) with
-// scales [n][k/32] f16 pairs (binding 4, Q8_0 only)
+// scales [n][wk/32] f16 pairs (binding 4, Q8_0 only)
 // n is a multiple of 64 (rows padded with zeros: those outputs are
-// epilogue(0)); k is a multiple of 32. The first `dual` outputs of a row are
+// epilogue(0)); wk is k rounded up to 32, the extra weights zero. The first `dual` outputs of a row are
 // also written at n + j with the second bias and no epilogue (q+u and q+v).
 //
 // Tile: 64 rows × 64 outputs per workgroup of 256, 4×4 per invocation, k in
@@ -29,7 +29,7 @@ layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
 layout(push_constant) uniform Push {
   uint m, n, k, mode;
   float alpha;
-  uint dual, lda;
+  uint dual, lda, wk;
 } p;
 
 const uint TILE = 64, KSTEP = 16;
@@ -38,7 +38,7 @@ shared float ws[KSTEP][TILE + 1];
 
 // Four consecutive weights W[row][col..col+3] as f32 (col % 4 == 0).
 vec4 weights4(uint row, uint col) {
-  uint i = row * p.k + col;
+  uint i = row * p.wk + col;
   if (WTYPE == W_F32)
     return vec4(uintBitsToFloat(w[i]), uintBitsToFloat(w[i + 1]), uintBitsToFloat(w[i + 2]),
                 uintBitsToFloat(w[i + 3]));
@@ -63,7 +63,9 @@ void main() {
     vec4 av = vec4(0.0);
     if (ar < p.m) {
       uint i = ar * p.lda + k0 + lk;
-      av = vec4(a[i], a[i + 1], a[i + 2], a[i + 3]);
+      if (k0 + lk + 4 <= p.k) av = vec4(a[i], a[i + 1], a[i + 2], a[i + 3]);
+      else
+        for (uint q = 0; q < 4; q++) av[q] = k0 + lk + q < p.k ? a[i + q] : 0.0;
     }
     vec4 wv = weights4(col0 + lr, k0 + lk);
     for (uint q = 0; q < 4; q++) {

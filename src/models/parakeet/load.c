@@ -1,0 +1,303 @@
+/* Parakeet: reading the hyperparameters, weights and vocabulary of a GGUF file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "models/parakeet/parakeet.h"
+#include "models/weights.h"
+
+#define KEY "stt.parakeet."
+
+static int config(const gguf_file *f, parakeet_config *c) {
+  uint32_t factor;
+  TRY(gguf_get_u32(f, KEY "encoder.n_layers", &c->layers));
+  TRY(gguf_get_u32(f, KEY "encoder.d_model", &c->dims.d));
+  TRY(gguf_get_u32(f, KEY "encoder.n_heads", &c->dims.heads));
+  TRY(gguf_get_u32(f, KEY "encoder.d_ff", &c->dims.ff));
+  TRY(gguf_get_u32(f, KEY "encoder.conv_kernel", &c->dims.kernel));
+  TRY(gguf_get_u32(f, KEY "encoder.subsampling_factor", &factor));
+  TRY(gguf_get_u32(f, KEY "encoder.subsampling_channels", &c->channels));
+  TRY(gguf_get_u32(f, "stt.frontend.num_mels", &c->mels));
+  TRY(gguf_opt_bool(f, KEY "encoder.use_bias", &c->dims.bias));
+  TRY(gguf_opt_bool(f, KEY "encoder.xscaling", &c->xscaling));
+  const conformer_dims *d = &c->dims;
+  if (factor != 8)
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: subsampling factor %u (only 8 is supported)",
+                   f->name, factor);
+  if (c->layers < 1 || c->layers > 256 || d->heads < 1 || d->d % d->heads || d->d % 2 ||
+      d->d > 8192 || d->ff > 65536 || d->kernel % 2 == 0 || d->kernel > 63 || c->channels < 1 ||
+      c->channels > 4096 || c->mels < 8 || c->mels > 512)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: encoder shape not supported: %u layers, d %u, %u heads, ff %u, kernel %u, "
+                   "%u channels, %u mels",
+                   f->name, c->layers, d->d, d->heads, d->ff, d->kernel, c->channels, c->mels);
+  /* Full attention over the whole input only (no local or chunked context yet). */
+  int32_t left = -1, right = -1, cleft = -1, cright = -1;
+  const char *style = "regular", *norm = "batch_norm", *head = "tdt";
+  TRY(gguf_opt_i32(f, KEY "encoder.att_context_left", &left));
+  TRY(gguf_opt_i32(f, KEY "encoder.att_context_right", &right));
+  TRY(gguf_opt_str(f, KEY "encoder.att_context_style", &style));
+  TRY(gguf_opt_i32(f, KEY "encoder.conv_context_left", &cleft));
+  TRY(gguf_opt_i32(f, KEY "encoder.conv_context_right", &cright));
+  TRY(gguf_opt_str(f, KEY "encoder.conv_norm_type", &norm));
+  TRY(gguf_opt_str(f, KEY "head_kind", &head));
+  int32_t half = (int32_t)d->kernel / 2;
+  if (left != -1 || right != -1 || strcmp(style, "regular"))
+    return err_set(STENO_ERR_UNSUPPORTED,
+                   "%s: attention context %d/%d (%s) is not supported yet (full attention is)",
+                   f->name, left, right, style);
+  if (!((cleft == -1 && cright == -1) || (cleft == half && cright == half)))
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: causal conv context %d/%d is not supported yet",
+                   f->name, cleft, cright);
+  if (strcmp(norm, "batch_norm") && strcmp(norm, "layer_norm"))
+    return err_set(STENO_ERR_FORMAT, "%s: unknown conv_norm_type '%s'", f->name, norm);
+  c->dims.conv_ln = !strcmp(norm, "layer_norm");
+  if (!strcmp(head, "tdt")) c->head = HEAD_TDT;
+  else if (!strcmp(head, "rnnt")) c->head = HEAD_RNNT;
+  else if (!strcmp(head, "ctc")) c->head = HEAD_CTC;
+  else return err_set(STENO_ERR_FORMAT, "%s: unknown head_kind '%s'", f->name, head);
+  return 0;
+}
+
+static int frontend(const gguf_file *f, mel_frontend *m, uint32_t mels) {
+  uint32_t rate, nfft, win, hop;
+  float pre, fmin, fmax, dither;
+  const char *type, *window, *normalize;
+  TRY(gguf_get_str(f, "stt.frontend.type", &type));
+  TRY(gguf_get_u32(f, "stt.frontend.sample_rate", &rate));
+  TRY(gguf_get_u32(f, "stt.frontend.n_fft", &nfft));
+  TRY(gguf_get_u32(f, "stt.frontend.win_length", &win));
+  TRY(gguf_get_u32(f, "stt.frontend.hop_length", &hop));
+  TRY(gguf_get_str(f, "stt.frontend.window", &window));
+  TRY(gguf_get_str(f, "stt.frontend.normalize", &normalize));
+  TRY(gguf_get_f32(f, "stt.frontend.dither", &dither));
+  TRY(gguf_get_f32(f, "stt.frontend.pre_emphasis", &pre));
+  TRY(gguf_get_f32(f, "stt.frontend.f_min", &fmin));
+  TRY(gguf_get_f32(f, "stt.frontend.f_max", &fmax));
+  if (strcmp(type, "mel") || strcmp(window, "hann"))
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: frontend %s with a %s window", f->name, type, window);
+  if (strcmp(normalize, "per_feature") && strcmp(normalize, "none"))
+    return err_set(STENO_ERR_FORMAT, "%s: unknown normalization '%s'", f->name, normalize);
+  if (rate != 16000)
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: sample rate %u (16000 expected)", f->name, rate);
+  if (!(dither >= 0)) return err_set(STENO_ERR_FORMAT, "%s: dither %g", f->name, dither);
+  /* Dither is for training only: never applied. */
+  mel_config c = {.sample_rate = (int)rate, .n_fft = (int)nfft, .win_length = (int)win,
+                  .hop = (int)hop, .n_mels = (int)mels, .preemphasis = pre, .f_min = fmin,
+                  .f_max = fmax, .normalize = !strcmp(normalize, "per_feature")};
+  int st = mel_init(m, &c);
+  return st ? err_wrap(st, "%s: ", f->name) : 0;
+}
+
+static int vocabulary(const gguf_file *f, text_vocab *v, uint32_t classes) {
+  const gguf_kv *tokens, *types = NULL;
+  TRY(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VAL_STRING, &tokens));
+  TRY(gguf_opt_arr(f, "tokenizer.ggml.token_type", GGUF_VAL_INT32, &types));
+  if (tokens->n < classes || tokens->n > (1u << 24))
+    return err_set(STENO_ERR_FORMAT, "%s: %zu tokens for %u output classes", f->name, tokens->n,
+                   classes);
+  if (types && types->n != tokens->n)
+    return err_set(STENO_ERR_FORMAT, "%s: %zu token types for %zu tokens", f->name, types->n,
+                   tokens->n);
+  TRY(vocab_init(v, (int)tokens->n));
+  for (size_t i = 0; i < tokens->n; i++) {
+    int type = types ? types->v.i32[i] : 1;
+    TRY(vocab_set(v, (int)i, tokens->v.str[i].s, tokens->v.str[i].len, type));
+  }
+  return 0;
+}
+
+/* A 3×3 conv's weight, PyTorch [C][1][3][3], as [9][C]; and its bias. */
+static int conv3x3(parakeet *m, const gguf_file *f, const char *w, const char *b, gpu_buffer **wb,
+                   gpu_buffer **bb) {
+  size_t C = m->c.channels;
+  float *pt = NULL, *t = mem_alloc(9 * C, sizeof *t);
+  if (!t) return STENO_ERR_NOMEM;
+  int st = w_host(f, w, W_CONV_TYPES, 9 * C, true, &pt);
+  for (size_t c = 0; !st && c < C; c++)
+    for (size_t k = 0; k < 9; k++) t[k * C + c] = pt[c * 9 + k];
+  if (!st) st = gpu_buffer_from(m->dev, t, 9 * C * sizeof *t, wb);
+  if (!st) st = w_gpu(m->dev, f, b, W_F32, C, bb);
+  free(t);
+  free(pt);
+  return st;
+}
+
+static int subsampling(parakeet *m, const gguf_file *f) {
+  parakeet_subsampling *s = &m->sub;
+  const char *p = "enc.pre_encode.";
+  char w[96], b[96];
+  int64_t C = m->c.channels, F8 = m->c.mels;
+  for (int i = 0; i < 3; i++) F8 = F8 / 2 + F8 % 2;
+  struct {
+    int idx;
+    gpu_buffer **w, **b;
+  } convs[] = {{0, &s->w0, &s->b0}, {2, &s->w2, &s->b2}, {5, &s->w5, &s->b5}};
+  for (int i = 0; i < 3; i++) {
+    snprintf(w, sizeof w, "%sconv.%d.weight", p, convs[i].idx);
+    snprintf(b, sizeof b, "%sconv.%d.bias", p, convs[i].idx);
+    TRY(conv3x3(m, f, w, b, convs[i].w, convs[i].b));
+  }
+  struct {
+    const char *name;
+    gpu_linear *l;
+    int64_t rows, k;
+  } lin[] = {{"conv.3", &s->pw3, C, C},
+             {"conv.6", &s->pw6, C, C},
+             {"out", &s->out, m->c.dims.d, C * F8}};
+  for (int i = 0; i < 3; i++) {
+    float *bias;
+    const char *names[1] = {w};
+    snprintf(b, sizeof b, "%s%s.bias", p, lin[i].name);
+    snprintf(w, sizeof w, "%s%s.weight", p, lin[i].name);
+    TRY(w_host(f, b, W_F32, (size_t)lin[i].rows, true, &bias));
+    uint64_t types = i == 2 ? W_LINEAR_TYPES : W_CONV_TYPES;
+    int st = w_linear(m->dev, f, names, 1, &lin[i].rows, lin[i].k, types, bias,
+                      (size_t)lin[i].rows, lin[i].l);
+    free(bias);
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* The CTC head, or the joint's encoder projection and the host decoder. */
+static int head(parakeet *m, const gguf_file *f) {
+  uint32_t d = m->c.dims.d;
+  float *bias = NULL;
+  const char *names[1];
+  if (m->c.head == HEAD_CTC) {
+    const gguf_tensor *t = gguf_tensor_find(f, "head.ctc.weight");
+    if (!t) return err_set(STENO_ERR_FORMAT, "%s: tensor 'head.ctc.weight' is missing", f->name);
+    uint64_t v = t->n_dims == 3 ? t->ne[2] : t->ne[1];
+    if (v < 2 || v > (1u << 20))
+      return err_set(STENO_ERR_FORMAT, "%s: 'head.ctc.weight' has %llu classes", f->name,
+                     (unsigned long long)v);
+    m->c.classes = (uint32_t)v;
+    int64_t rows = (int64_t)v;
+    TRY(w_host(f, "head.ctc.bias", W_F32, v, true, &bias));
+    names[0] = "head.ctc.weight";
+    int st = w_linear(m->dev, f, names, 1, &rows, d, W_LINEAR_TYPES, bias, v, &m->head);
+    free(bias);
+    return st;
+  }
+  uint32_t hidden, layers, vocab, joint, extra = 0;
+  const char *act = "relu";
+  TRY(gguf_get_u32(f, KEY "predictor.hidden", &hidden));
+  TRY(gguf_get_u32(f, KEY "predictor.n_layers", &layers));
+  TRY(gguf_get_u32(f, KEY "predictor.vocab", &vocab));
+  TRY(gguf_get_u32(f, KEY "joint.hidden", &joint));
+  TRY(gguf_get_u32(f, KEY "joint.num_extra_outputs", &extra));
+  TRY(gguf_opt_str(f, KEY "joint.activation", &act));
+  transducer *t = &m->dec;
+  if (layers < 1 || layers > TRANSDUCER_MAX_LAYERS || hidden < 1 || hidden > 8192 || vocab < 2 ||
+      vocab > (1u << 20) || joint < 1 || joint > 8192 || extra > 16)
+    return err_set(STENO_ERR_FORMAT, "%s: predictor %u×%u, vocab %u, joint %u, %u extra outputs",
+                   f->name, layers, hidden, vocab, joint, extra);
+  if (!strcmp(act, "relu")) t->act = JOINT_RELU;
+  else if (!strcmp(act, "sigmoid")) t->act = JOINT_SIGMOID;
+  else if (!strcmp(act, "tanh")) t->act = JOINT_TANH;
+  else return err_set(STENO_ERR_FORMAT, "%s: unknown joint activation '%s'", f->name, act);
+  uint32_t max_symbols = 10;
+  if (m->c.head == HEAD_TDT) {
+    const gguf_kv *dur;
+    TRY(gguf_get_arr(f, KEY "tdt.durations", GGUF_VAL_INT32, &dur));
+    TRY(gguf_opt_u32(f, KEY "tdt.max_symbols", &max_symbols));
+    if (dur->n != extra || extra == 0)
+      return err_set(STENO_ERR_FORMAT, "%s: %zu TDT durations for %u extra outputs", f->name,
+                     dur->n, extra);
+    for (size_t i = 0; i < dur->n; i++) {
+      if (dur->v.i32[i] < 0 || dur->v.i32[i] > 1000)
+        return err_set(STENO_ERR_FORMAT, "%s: TDT duration %d", f->name, dur->v.i32[i]);
+      m->durations[i] = dur->v.i32[i];
+    }
+    t->durations = m->durations;
+    t->n_durations = (int)extra;
+  } else if (extra != 0) {
+    return err_set(STENO_ERR_FORMAT, "%s: an RNN-T joint with %u extra outputs", f->name, extra);
+  }
+  t->vocab = (int)vocab, t->hidden = (int)hidden, t->layers = (int)layers, t->joint = (int)joint;
+  t->max_symbols = (int)max_symbols;
+  m->c.classes = vocab;
+  /* Host weights, dequantized to f32 once. */
+  size_t H = hidden, V = vocab + extra;
+  char key[96];
+  int w = 0;
+  TRY(w_host(f, "pred.embed.weight", W_LINEAR_TYPES, vocab * H, true, &m->dec_weights[w]));
+  t->embed = m->dec_weights[w++];
+  for (uint32_t l = 0; l < layers; l++) {
+    snprintf(key, sizeof key, "pred.lstm.%u.Wx", l);
+    TRY(w_host(f, key, W_LINEAR_TYPES, 4 * H * H, true, &m->dec_weights[w]));
+    t->wx[l] = m->dec_weights[w++];
+    snprintf(key, sizeof key, "pred.lstm.%u.Wh", l);
+    TRY(w_host(f, key, W_LINEAR_TYPES, 4 * H * H, true, &m->dec_weights[w]));
+    t->wh[l] = m->dec_weights[w++];
+    snprintf(key, sizeof key, "pred.lstm.%u.bias", l);
+    TRY(w_host(f, key, W_F32, 4 * H, true, &m->dec_weights[w]));
+    t->b[l] = m->dec_weights[w++];
+  }
+  TRY(w_host(f, "joint.pred.weight", W_LINEAR_TYPES, joint * H, true, &m->dec_weights[w]));
+  t->pred_w = m->dec_weights[w++];
+  TRY(w_host(f, "joint.pred.bias", W_F32, joint, true, &m->dec_weights[w]));
+  t->pred_b = m->dec_weights[w++];
+  TRY(w_host(f, "joint.out.weight", W_LINEAR_TYPES, V * joint, true, &m->dec_weights[w]));
+  t->out_w = m->dec_weights[w++];
+  TRY(w_host(f, "joint.out.bias", W_F32, V, true, &m->dec_weights[w]));
+  t->out_b = m->dec_weights[w++];
+  int64_t rows = joint;
+  TRY(w_host(f, "joint.enc.bias", W_F32, joint, true, &bias));
+  names[0] = "joint.enc.weight";
+  int st = w_linear(m->dev, f, names, 1, &rows, d, W_LINEAR_TYPES, bias, joint, &m->head);
+  free(bias);
+  return st;
+}
+
+int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
+  *out = NULL;
+  parakeet *m = mem_alloc(1, sizeof *m);
+  if (!m) return STENO_ERR_NOMEM;
+  m->dev = dev;
+  int st = config(f, &m->c);
+  if (!st) st = frontend(f, &m->mel, m->c.mels);
+  if (!st) st = subsampling(m, f);
+  if (!st && !(m->blocks = mem_alloc(m->c.layers, sizeof *m->blocks))) st = STENO_ERR_NOMEM;
+  for (uint32_t i = 0; !st && i < m->c.layers; i++)
+    st = conformer_load(dev, f, &m->c.dims, (int)i, &m->blocks[i]);
+  if (!st) st = head(m, f);
+  if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
+  if (!st) st = gpu_rec_new(dev, &m->rec);
+  if (st) {
+    parakeet_free(m);
+    return st;
+  }
+  *out = m;
+  return 0;
+}
+
+static void arena_free(parakeet_arena *a) {
+  gpu_buffer *b[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  conformer_scratch_free(&a->enc);
+  memset(a, 0, sizeof *a);
+}
+
+void parakeet_free(parakeet *m) {
+  if (!m) return;
+  arena_free(&m->arena);
+  gpu_rec_free(m->rec);
+  for (uint32_t i = 0; m->blocks && i < m->c.layers; i++) conformer_free(&m->blocks[i]);
+  free(m->blocks);
+  parakeet_subsampling *s = &m->sub;
+  gpu_buffer *b[] = {s->w0, s->b0, s->w2, s->b2, s->w5, s->b5};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  gpu_linear_free(&s->pw3);
+  gpu_linear_free(&s->pw6);
+  gpu_linear_free(&s->out);
+  gpu_linear_free(&m->head);
+  for (size_t i = 0; i < sizeof m->dec_weights / sizeof *m->dec_weights; i++) free(m->dec_weights[i]);
+  mel_free(&m->mel);
+  vocab_free(&m->vocab);
+  free(m);
+}

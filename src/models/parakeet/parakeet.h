@@ -1,0 +1,77 @@
+/* Parakeet (NeMo FastConformer with a TDT, RNN-T or CTC head) from the GGUF
+ * files transcribe.cpp publishes (architecture "parakeet"):
+ *   pcm → log-mel (CPU) → dw-striding 8× subsampling → FastConformer blocks
+ *   → the CTC head or the joint's encoder projection (GPU) → greedy decoding
+ *   (CPU) → SentencePiece text with token and word times. */
+#ifndef STENO_MODELS_PARAKEET_H
+#define STENO_MODELS_PARAKEET_H
+
+#include "decode/transducer.h"
+#include "frontend/mel.h"
+#include "nn/conformer.h"
+#include "text/result.h"
+#include "text/vocab.h"
+
+typedef enum { HEAD_TDT, HEAD_RNNT, HEAD_CTC } parakeet_head;
+
+typedef struct {
+  uint32_t layers, channels, mels;
+  bool xscaling;
+  conformer_dims dims;
+  parakeet_head head;
+  uint32_t classes; /* CTC: vocab + blank; transducer: predictor vocab (with blank) */
+} parakeet_config;
+
+typedef struct {
+  gpu_buffer *w0, *b0, *w2, *b2, *w5, *b5; /* 3×3 convs: [9][C], [C] */
+  gpu_linear pw3, pw6;                     /* pointwise convs (ReLU) */
+  gpu_linear out;                          /* [d][C·F/8] */
+} parakeet_subsampling;
+
+/* GPU buffers sized for the longest input so far. */
+typedef struct {
+  uint32_t frames; /* mel frames they hold */
+  gpu_buffer *mel, *a, *b, *c, *d, *flat, *head;
+  conformer_scratch enc;
+} parakeet_arena;
+
+typedef struct {
+  parakeet_config c;
+  gpu_device *dev;
+  gpu_rec *rec;
+  mel_frontend mel;
+  parakeet_subsampling sub;
+  conformer_block *blocks;
+  gpu_linear head;       /* CTC logits, or the joint's encoder projection */
+  transducer dec;        /* predictor and joint (host, f32) */
+  float *dec_weights[4 + 3 * TRANSDUCER_MAX_LAYERS];
+  int durations[16];
+  text_vocab vocab;
+  parakeet_arena arena;
+} parakeet;
+
+int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out);
+void parakeet_free(parakeet *m);
+
+/* The stages, for tests and benchmarks. */
+
+/* Log-mel features [frames][mels] (malloc'd) and the count of valid frames. */
+int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
+                      size_t *valid);
+
+/* Encoder frames after subsampling `valid` mel frames. */
+uint32_t parakeet_encoder_frames(uint32_t valid);
+
+/* Runs the encoder and the head on `valid` mel frames. enc (if not NULL) gets
+ * the encoder output [t][d], head the head's output [t][head width] (both
+ * malloc'd); *t the encoder frames. */
+int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
+                     uint32_t *t);
+
+/* Greedy decoding of the head's output. */
+int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out);
+
+/* All of it: 16 kHz mono pcm → a result. */
+int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out);
+
+#endif

@@ -1,0 +1,150 @@
+/* Parakeet: the forward pass (one recorded GPU submission) and decoding. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "decode/ctc.h"
+#include "gpu/subsample.h"
+#include "models/parakeet/parakeet.h"
+
+static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+
+uint32_t parakeet_encoder_frames(uint32_t valid) {
+  return gpu_halve(gpu_halve(gpu_halve(valid)));
+}
+
+int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
+                      size_t *valid) {
+  *mel = NULL;
+  *frames = mel_frames(&m->mel, n);
+  *valid = 0;
+  float *x = mem_alloc(*frames, (size_t)m->c.mels * sizeof *x);
+  if (!x) return STENO_ERR_NOMEM;
+  int st = mel_compute(&m->mel, pcm, n, x, valid);
+  if (st) {
+    free(x);
+    return st;
+  }
+  *mel = x;
+  return 0;
+}
+
+/* Grows the arena to hold `frames` mel frames (the warm path allocates nothing). */
+static int arena_fit(parakeet *m, uint32_t frames) {
+  parakeet_arena *a = &m->arena;
+  if (frames <= a->frames) return 0;
+  gpu_buffer *old[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
+  for (size_t i = 0; i < sizeof old / sizeof *old; i++) gpu_buffer_free(old[i]);
+  conformer_scratch_free(&a->enc);
+  memset(a, 0, sizeof *a);
+  size_t F = m->c.mels, C = m->c.channels, Cp = pad64(m->c.channels);
+  size_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
+  size_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), f = sizeof(float);
+  gpu_device *dev = m->dev;
+  int st = gpu_buffer_new(dev, frames * F * f, &a->mel);
+  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * C * f, &a->a);
+  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * Cp * f, &a->b);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &a->c);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * Cp * f, &a->d);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &a->flat);
+  if (!st) st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->head) * f, &a->head);
+  if (!st) st = conformer_scratch_new(dev, &m->c.dims, (uint32_t)T8, &a->enc);
+  if (st) {
+    gpu_buffer *made[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) gpu_buffer_free(made[i]);
+    memset(a, 0, sizeof *a);
+    return st;
+  }
+  a->frames = frames;
+  return 0;
+}
+
+/* Records the subsampling: mel [tm][F] → x [t][stride]. */
+static void record_subsampling(parakeet *m, uint32_t tm) {
+  const parakeet_subsampling *s = &m->sub;
+  parakeet_arena *a = &m->arena;
+  gpu_rec *rec = m->rec;
+  uint32_t F = m->c.mels, C = m->c.channels, Cp = pad64(C);
+  uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
+  uint32_t T4 = gpu_halve(gpu_halve(tm)), T8 = gpu_halve(T4);
+  /* conv0 + ReLU fused into depthwise conv2: rows −1 .. T4 − 1 (row −1 is padding). */
+  gpu_first_depthwise(rec, a->mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 1);
+  gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 1) * F4, GPU_EPI_RELU, 0);
+  gpu_depthwise(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
+  gpu_gemm(rec, a->c, &s->pw6, a->d, T8 * F8, GPU_EPI_RELU, 0);
+  gpu_flatten(rec, a->d, Cp, a->flat, T8, F8, C);
+  if (m->c.xscaling)
+    gpu_gemm(rec, a->flat, &s->out, a->enc.x, T8, GPU_EPI_SCALE, sqrtf((float)m->c.dims.d));
+  else
+    gpu_gemm(rec, a->flat, &s->out, a->enc.x, T8, GPU_EPI_BIAS, 0);
+}
+
+int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
+                     uint32_t *t_out) {
+  if (enc) *enc = NULL;
+  *head = NULL;
+  *t_out = 0;
+  if (valid < 2) return err_set(STENO_ERR_INVALID, "parakeet: %u mel frames is too few", valid);
+  TRY(arena_fit(m, valid));
+  parakeet_arena *a = &m->arena;
+  uint32_t t = parakeet_encoder_frames(valid), d = m->c.dims.d;
+  TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
+  TRY(conformer_positions(&m->c.dims, t, &a->enc));
+  TRY(gpu_rec_begin(m->rec));
+  record_subsampling(m, valid);
+  for (uint32_t i = 0; i < m->c.layers; i++)
+    conformer_forward(m->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
+  uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
+  gpu_gemm_strided(m->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
+  TRY(gpu_rec_run(m->rec));
+
+  float *h = mem_alloc((size_t)t * width, sizeof *h);
+  if (!h) return STENO_ERR_NOMEM;
+  int st = gpu_download(a->head, 0, h, (size_t)t * width * sizeof *h);
+  float *e = NULL;
+  if (!st && enc) {
+    float *rows = mem_alloc((size_t)t * S, sizeof *rows);
+    e = mem_alloc((size_t)t * d, sizeof *e);
+    st = rows && e ? gpu_download(a->enc.x, 0, rows, (size_t)t * S * sizeof *rows) : STENO_ERR_NOMEM;
+    for (uint32_t r = 0; !st && r < t; r++) memcpy(e + (size_t)r * d, rows + (size_t)r * S, d * sizeof *e);
+    free(rows);
+  }
+  if (st) {
+    free(h);
+    free(e);
+    return st;
+  }
+  if (enc) *enc = e;
+  *head = h;
+  *t_out = t;
+  return 0;
+}
+
+int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out) {
+  int width = (int)gpu_linear_width(&m->head);
+  if (m->c.head == HEAD_CTC) return ctc_greedy(head, (int)t, (int)m->c.classes, width, out);
+  return transducer_greedy(&m->dec, head, (int)t, width, out);
+}
+
+int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out) {
+  *out = NULL;
+  double seconds = (double)n / m->mel.c.sample_rate;
+  /* Too short for two mel frames: no speech to find. */
+  if (n / (size_t)m->mel.c.hop < 2) return result_empty(seconds, out);
+  float *mel, *head;
+  size_t frames, valid;
+  uint32_t t;
+  TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
+  int st = parakeet_forward(m, mel, (uint32_t)valid, NULL, &head, &t);
+  free(mel);
+  if (st) return st;
+  dec_tokens toks = {0};
+  st = parakeet_decode(m, head, t, &toks);
+  free(head);
+  double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
+  if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);
+  dec_free(&toks);
+  return st;
+}

@@ -1,0 +1,267 @@
+#include "nn/conformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/attention.h"
+#include "models/weights.h"
+
+#define LN_EPS 1e-5f
+#define BN_EPS 1e-5f
+
+static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+
+/* "enc.blocks.{i}.{suffix}" into buf. */
+static const char *name(char *buf, size_t cap, int i, const char *suffix) {
+  snprintf(buf, cap, "enc.blocks.%d.%s", i, suffix);
+  return buf;
+}
+
+/* An optional bias (present when dims->bias) as a host array of n, or zeros. */
+static int bias_or_zero(const gguf_file *f, const conformer_dims *dims, const char *key, size_t n,
+                        float **out) {
+  if (dims->bias) return w_host(f, key, W_F32, n, true, out);
+  *out = mem_alloc(n, sizeof **out);
+  return *out ? 0 : STENO_ERR_NOMEM;
+}
+
+static int ffn(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+               const char *which, gpu_linear *up, gpu_linear *down) {
+  char key[128], bkey[128];
+  const char *names[1] = {key};
+  float *b;
+  snprintf(bkey, sizeof bkey, "enc.blocks.%d.%s.linear1.bias", i, which);
+  TRY(bias_or_zero(f, dims, bkey, dims->ff, &b));
+  snprintf(key, sizeof key, "enc.blocks.%d.%s.linear1.weight", i, which);
+  int64_t rows = dims->ff;
+  int st = w_linear(dev, f, names, 1, &rows, dims->d, W_LINEAR_TYPES, b, dims->ff, up);
+  free(b);
+  if (st) return st;
+  snprintf(bkey, sizeof bkey, "enc.blocks.%d.%s.linear2.bias", i, which);
+  TRY(bias_or_zero(f, dims, bkey, dims->d, &b));
+  snprintf(key, sizeof key, "enc.blocks.%d.%s.linear2.weight", i, which);
+  rows = dims->d;
+  st = w_linear(dev, f, names, 1, &rows, dims->ff, W_LINEAR_TYPES, b, dims->d, down);
+  free(b);
+  return st;
+}
+
+/* q|k|v stacked, biases (q + u | k | v) and q + v as the dual outputs. */
+static int attention(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+                     conformer_block *b) {
+  char kq[128], kk[128], kv[128], key[128];
+  size_t d = dims->d;
+  float *bias = mem_alloc(4 * d, sizeof *bias), *u = NULL, *v = NULL, *part = NULL;
+  if (!bias) return STENO_ERR_NOMEM;
+  int st = w_host(f, name(key, sizeof key, i, "attn.pos_bias_u"), W_F32, d, true, &u);
+  if (!st) st = w_host(f, name(key, sizeof key, i, "attn.pos_bias_v"), W_F32, d, true, &v);
+  static const char *const parts[3] = {"attn.linear_q.bias", "attn.linear_k.bias",
+                                       "attn.linear_v.bias"};
+  for (int p = 0; p < 3 && !st; p++) {
+    st = bias_or_zero(f, dims, name(key, sizeof key, i, parts[p]), d, &part);
+    if (!st) memcpy(bias + p * d, part, d * sizeof *bias);
+    free(part);
+    part = NULL;
+  }
+  for (size_t j = 0; !st && j < d; j++) {
+    bias[3 * d + j] = bias[j] + v[j];
+    bias[j] += u[j];
+  }
+  const char *names[3] = {name(kq, sizeof kq, i, "attn.linear_q.weight"),
+                          name(kk, sizeof kk, i, "attn.linear_k.weight"),
+                          name(kv, sizeof kv, i, "attn.linear_v.weight")};
+  int64_t rows[3] = {(int64_t)d, (int64_t)d, (int64_t)d};
+  if (!st) st = w_linear(dev, f, names, 3, rows, (int64_t)d, W_LINEAR_TYPES, bias, 4 * d, &b->qkv);
+  free(u);
+  free(v);
+  if (!st) {
+    names[0] = name(kq, sizeof kq, i, "attn.linear_pos.weight");
+    st = w_linear(dev, f, names, 1, rows, (int64_t)d, W_LINEAR_TYPES, NULL, 0, &b->pos);
+  }
+  if (!st) st = bias_or_zero(f, dims, name(key, sizeof key, i, "attn.linear_out.bias"), d, &part);
+  if (!st) {
+    names[0] = name(kq, sizeof kq, i, "attn.linear_out.weight");
+    st = w_linear(dev, f, names, 1, rows, (int64_t)d, W_LINEAR_TYPES, part, d, &b->out);
+  }
+  free(part);
+  free(bias);
+  return st;
+}
+
+/* pointwise1, depthwise (+ bias), the norm (BatchNorm folded), pointwise2. */
+static int conv_module(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+                       conformer_block *b) {
+  char key[128], wkey[128];
+  const char *names[1] = {wkey};
+  size_t d = dims->d;
+  float *bias = NULL, *w = NULL, *g = NULL, *beta = NULL, *mean = NULL, *var = NULL;
+  int64_t rows = 2 * (int64_t)d;
+  int st = bias_or_zero(f, dims, name(key, sizeof key, i, "conv.pointwise1.bias"), 2 * d, &bias);
+  if (!st) {
+    name(wkey, sizeof wkey, i, "conv.pointwise1.weight");
+    st = w_linear(dev, f, names, 1, &rows, (int64_t)d, W_CONV_TYPES, bias, 2 * d, &b->pw1);
+  }
+  free(bias);
+  bias = NULL;
+  if (!st) st = bias_or_zero(f, dims, name(key, sizeof key, i, "conv.pointwise2.bias"), d, &bias);
+  if (!st) {
+    rows = (int64_t)d;
+    name(wkey, sizeof wkey, i, "conv.pointwise2.weight");
+    st = w_linear(dev, f, names, 1, &rows, (int64_t)d, W_CONV_TYPES, bias, d, &b->pw2);
+  }
+  free(bias);
+  bias = NULL;
+  b->dw.kernel = dims->kernel;
+  if (!st) st = w_host(f, name(key, sizeof key, i, "conv.depthwise.weight"), W_CONV_TYPES,
+                       d * dims->kernel, true, &w);
+  if (!st) st = gpu_buffer_from(dev, w, d * dims->kernel * sizeof *w, &b->dw.w);
+  if (!st) st = bias_or_zero(f, dims, name(key, sizeof key, i, "conv.depthwise.bias"), d, &bias);
+  if (!st) st = gpu_buffer_from(dev, bias, d * sizeof *bias, &b->dw.b);
+  if (!st) st = w_host(f, name(key, sizeof key, i, "conv.bn.weight"), W_F32, d, true, &g);
+  if (!st) st = w_host(f, name(key, sizeof key, i, "conv.bn.bias"), W_F32, d, true, &beta);
+  b->conv_mode = dims->conv_ln ? GPU_CONV_LAYER_NORM : GPU_CONV_AFFINE;
+  b->conv_norm.eps = LN_EPS;
+  if (!st && !dims->conv_ln) {
+    /* BatchNorm in eval mode is x·s + (β − mean·s) with s = γ/√(var + eps). */
+    st = w_host(f, name(key, sizeof key, i, "conv.bn.running_mean"), W_F32, d, true, &mean);
+    if (!st) st = w_host(f, name(key, sizeof key, i, "conv.bn.running_var"), W_F32, d, true, &var);
+    for (size_t j = 0; !st && j < d; j++) {
+      float s = g[j] / sqrtf(var[j] + BN_EPS);
+      beta[j] -= mean[j] * s;
+      g[j] = s;
+    }
+  }
+  if (!st) st = gpu_buffer_from(dev, g, d * sizeof *g, &b->conv_norm.g);
+  if (!st) st = gpu_buffer_from(dev, beta, d * sizeof *beta, &b->conv_norm.b);
+  free(bias), free(w), free(g), free(beta), free(mean), free(var);
+  return st;
+}
+
+int conformer_load(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+                   conformer_block *b) {
+  memset(b, 0, sizeof *b);
+  char key[128];
+  int st = 0;
+  struct {
+    const char *suffix;
+    gpu_norm *n;
+  } norms[] = {{"norm_ff1", &b->norm_ff1}, {"norm_attn", &b->norm_attn},
+               {"norm_conv", &b->norm_conv}, {"norm_ff2", &b->norm_ff2},
+               {"norm_out", &b->norm_out}};
+  for (size_t n = 0; n < sizeof norms / sizeof *norms && !st; n++)
+    st = w_norm(dev, f, name(key, sizeof key, i, norms[n].suffix), dims->d, LN_EPS, norms[n].n);
+  if (!st) st = ffn(dev, f, dims, i, "ff1", &b->ff1_up, &b->ff1_down);
+  if (!st) st = ffn(dev, f, dims, i, "ff2", &b->ff2_up, &b->ff2_down);
+  if (!st) st = attention(dev, f, dims, i, b);
+  if (!st) st = conv_module(dev, f, dims, i, b);
+  if (st) conformer_free(b);
+  return st;
+}
+
+void conformer_free(conformer_block *b) {
+  gpu_norm *norms[] = {&b->norm_ff1, &b->norm_attn, &b->norm_conv, &b->norm_ff2, &b->norm_out,
+                       &b->conv_norm};
+  for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) w_norm_free(norms[i]);
+  gpu_linear *lin[] = {&b->ff1_up, &b->ff1_down, &b->ff2_up, &b->ff2_down, &b->qkv,
+                       &b->pos,    &b->out,      &b->pw1,    &b->pw2};
+  for (size_t i = 0; i < sizeof lin / sizeof *lin; i++) gpu_linear_free(lin[i]);
+  gpu_buffer_free(b->dw.w);
+  gpu_buffer_free(b->dw.b);
+  memset(b, 0, sizeof *b);
+}
+
+/* Widest row of the `wide` buffer: FFN inner, q|k|v|q+v, pointwise1. */
+static uint32_t wide_width(const conformer_dims *dims) {
+  uint32_t a = pad64(dims->ff), q = pad64(3 * dims->d) + dims->d, c = pad64(2 * dims->d);
+  return a > q ? (a > c ? a : c) : (q > c ? q : c);
+}
+
+int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
+                          conformer_scratch *s) {
+  memset(s, 0, sizeof *s);
+  s->t = t;
+  s->stride = pad64(dims->d);
+  size_t rows = t, prows = 2 * (size_t)t - 1, st4 = sizeof(float);
+  int st = gpu_buffer_new(dev, rows * s->stride * st4, &s->x);
+  if (!st) st = gpu_buffer_new(dev, rows * s->stride * st4, &s->h);
+  if (!st) st = gpu_buffer_new(dev, rows * s->stride * st4, &s->o);
+  if (!st) st = gpu_buffer_new(dev, rows * wide_width(dims) * st4, &s->wide);
+  if (!st) st = gpu_buffer_new(dev, prows * s->stride * st4, &s->pe);
+  if (!st) st = gpu_buffer_new(dev, prows * s->stride * st4, &s->p);
+  if (!st) st = gpu_buffer_new(dev, gpu_attention_scratch(t, dims->heads) * st4, &s->scores);
+  if (st) conformer_scratch_free(s);
+  return st;
+}
+
+void conformer_scratch_free(conformer_scratch *s) {
+  gpu_buffer *b[] = {s->x, s->h, s->o, s->wide, s->pe, s->p, s->scores};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  memset(s, 0, sizeof *s);
+}
+
+int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
+  size_t rows = 2 * (size_t)t - 1, S = s->stride, d = dims->d;
+  float *pe = mem_alloc(rows * S, sizeof *pe);
+  if (!pe) return STENO_ERR_NOMEM;
+  for (size_t j = 0; j < d / 2; j++) {
+    /* inv_freq = 1 / 10000^(2j/d), in f32 as torch computes it. */
+    float inv = 1.0f / powf(10000.0f, (float)(2 * j) / (float)d);
+    for (size_t r = 0; r < rows; r++) {
+      float a = (float)((long)t - 1 - (long)r) * inv;
+      pe[r * S + 2 * j] = sinf(a);
+      pe[r * S + 2 * j + 1] = cosf(a);
+    }
+  }
+  int st = gpu_upload(s->pe, 0, pe, rows * S * sizeof *pe);
+  free(pe);
+  return st;
+}
+
+void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
+                       conformer_scratch *s, uint32_t t) {
+  uint32_t S = s->stride, d = dims->d, hd = d / dims->heads;
+  /* ½ FFN */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, t, GPU_EPI_SILU, 0);
+  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, t,
+                   GPU_EPI_RESIDUAL, 0.5f);
+  /* relative-position self-attention */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
+  gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
+  uint32_t W = gpu_linear_width(&b->qkv);
+  gpu_attn a = {
+      .q = {s->wide, 0, W},
+      .k = {s->wide, d, W},
+      .v = {s->wide, 2 * d, W},
+      .qv = {s->wide, b->qkv.n, W},
+      .pos = {s->p, 0, S},
+      .o = {s->o, 0, S},
+      .scores = s->scores,
+      .t = t,
+      .heads = dims->heads,
+      .head_dim = hd,
+  };
+  gpu_rel_attention(rec, &a);
+  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  /* conv module */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_conv, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->pw1, s->wide, t, GPU_EPI_BIAS, 0);
+  gpu_conv_glu(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm, b->conv_mode,
+               s->o, 0, S, t, d);
+  gpu_gemm_strided(rec, s->o, S, &b->pw2, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  /* ½ FFN */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff2, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->ff2_up, s->wide, t, GPU_EPI_SILU, 0);
+  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, t,
+                   GPU_EPI_RESIDUAL, 0.5f);
+  /* the block's LayerNorm: into h, which becomes the stream */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_out, s->h, 0, S, t, d, NULL, NULL);
+  gpu_buffer *x = s->x;
+  s->x = s->h;
+  s->h = x;
+}

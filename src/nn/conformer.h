@@ -1,0 +1,60 @@
+/* The FastConformer block (Parakeet; GigaAM shares it): ½ FFN, relative-
+ * position self-attention, conv module, ½ FFN, LayerNorm, each sub-layer
+ * pre-normed with a residual. Activations are [t][stride] f32 rows. */
+#ifndef STENO_NN_CONFORMER_H
+#define STENO_NN_CONFORMER_H
+
+#include "gpu/conv.h"
+#include "gpu/linear.h"
+#include "gpu/norm.h"
+#include "io/gguf.h"
+
+typedef struct {
+  gpu_norm norm_ff1, norm_attn, norm_conv, norm_ff2, norm_out;
+  gpu_linear ff1_up, ff1_down, ff2_up, ff2_down; /* up: SiLU */
+  gpu_linear qkv;      /* [q | k | v] with biases (q + u | k | v), then q + v as dual outputs */
+  gpu_linear pos;      /* linear_pos, no bias */
+  gpu_linear out;      /* linear_out */
+  gpu_linear pw1, pw2; /* conv module's pointwise convs */
+  gpu_dwconv dw;
+  gpu_norm conv_norm;  /* BatchNorm folded to an affine, or a LayerNorm */
+  gpu_conv_norm conv_mode;
+} conformer_block;
+
+/* Sizes of a conformer stack. */
+typedef struct {
+  uint32_t d, heads, ff, kernel;
+  bool bias;        /* linear and conv biases present */
+  bool conv_ln;     /* the conv module's norm is a LayerNorm (else BatchNorm) */
+} conformer_dims;
+
+/* Loads block i from tensors named as transcribe.cpp's Parakeet files
+ * ("enc.blocks.{i}.…"). */
+int conformer_load(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+                   conformer_block *b);
+void conformer_free(conformer_block *b);
+
+/* Scratch a forward pass over up to t frames needs (allocated by the caller,
+ * shared by every block). */
+typedef struct {
+  uint32_t t;            /* frames it is sized for */
+  uint32_t stride;       /* floats per row of x, h and o: d padded to 64 */
+  gpu_buffer *x, *h, *o; /* [t][stride]: the residual stream, a normed copy, a sub-layer output */
+  gpu_buffer *wide;      /* [t][max(ff, 4d, 2d) padded]: FFN inner, q|k|v|q+v, conv pointwise1 */
+  gpu_buffer *pe, *p;    /* [2t − 1][stride]: sinusoids, their projection */
+  gpu_buffer *scores;    /* attention scratch */
+} conformer_scratch;
+
+int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
+                          conformer_scratch *s);
+void conformer_scratch_free(conformer_scratch *s);
+
+/* Uploads the relative positions' sinusoids for t frames into s->pe: row r is
+ * position t − 1 − r, columns (sin, cos) interleaved as transformers computes them. */
+int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
+
+/* Records one block over t frames of s->x (in place). */
+void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
+                       conformer_scratch *s, uint32_t t);
+
+#endif
