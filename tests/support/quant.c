@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "gguf_write.h"
 
 const char *const quant_names[4] = {"F32", "F16", "BF16", "Q8_0"};
 
@@ -16,15 +17,7 @@ uint8_t *quant_encode(gpu_wtype t, const float *x, size_t n) {
     uint16_t h = t == GPU_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
     if (t != GPU_F32) memcpy(out + 2 * i, &h, 2);
   }
-  for (size_t b = 0; t == GPU_Q8_0 && b < n / 32; b++) {
-    const float *v = x + 32 * b;
-    float amax = 0;
-    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
-    float d = amax / 127.0f;
-    uint16_t dh = f32_to_f16(d);
-    memcpy(out + 34 * b, &dh, 2);
-    for (int i = 0; i < 32; i++) out[34 * b + 2 + i] = (uint8_t)(int8_t)(d ? roundf(v[i] / d) : 0);
-  }
+  if (t == GPU_Q8_0) gw_quantize_q8_0(x, out, n);
   return out;
 }
 

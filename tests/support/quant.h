@@ -8,7 +8,7 @@
 #include "gpu/linear.h"
 
 /* `n` floats as type t's bytes (malloc'd): F32 as is, F16/BF16 rounded to
- * nearest even, Q8_0 in 34-byte blocks (d = max|x|/127, q = round(x/d)). */
+ * nearest even, Q8_0 as ggml quantizes it (gw_quantize_q8_0). */
 uint8_t *quant_encode(gpu_wtype t, const float *x, size_t n);
 
 /* The values those bytes hold, as f32 (what a kernel must compute with). */

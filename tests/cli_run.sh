@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `steno run` end to end with the tiny CTC and TDT fixtures on a clip made here
+# with espeak-ng: text, JSON (valid, with times in order), SRT and VTT (well
+# formed); and the error paths, each exit 1 with a message and nothing on stdout.
+# Usage: tests/cli_run.sh path/to/steno
+set -u
+steno=${1:?usage: cli_run.sh path/to/steno}
+src=${STENO_SOURCE_DIR:-.}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+for tool in espeak-ng sox python3; do
+  command -v $tool >/dev/null || { echo "cli_run: $tool is missing (.ci/run installs it)" >&2; exit 1; }
+done
+espeak-ng -w "$tmp/raw.wav" "the quick brown fox jumps over the lazy dog. it is a test." || exit 1
+sox "$tmp/raw.wav" -r 16000 -c 1 -b 16 "$tmp/clip.wav" || exit 1
+sox "$tmp/raw.wav" -r 16000 -c 2 -e float -b 32 "$tmp/stereo.wav" || exit 1
+sox -n -r 16000 -c 1 -b 16 "$tmp/empty.wav" trim 0 0 || exit 1
+
+for model in parakeet_ctc_tiny parakeet_tdt_tiny; do
+  m="$src/tests/fixtures/$model.gguf"
+  "$steno" run "$m" "$tmp/clip.wav" >"$tmp/text" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/text")" -eq 1 ]; then ok; else bad "$model text: exit $rc $(cat "$tmp/err")"; fi
+
+  "$steno" run "$m" "$tmp/clip.wav" --json >"$tmp/json" 2>"$tmp/err"
+  if python3 - "$tmp/json" "$tmp/text" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read().rstrip("\n")
+assert r["text"] == text, "JSON text differs from the text output"
+assert abs(r["duration"] - 4.0) < 2.0, r["duration"]
+for kind in ("segments", "words", "tokens"):
+    last = 0
+    for x in r[kind]:
+        assert 0 <= x["start_ms"] <= x["end_ms"] <= r["duration"] * 1000 + 80, (kind, x)
+        assert x["start_ms"] >= last, (kind, "times go back", x)
+        last = x["start_ms"]
+assert "".join(t["text"] for t in r["tokens"]).replace("\u2581", " ").strip().split() == text.split() or not text
+PY
+  then ok; else bad "$model --json: $(cat "$tmp/err")"; fi
+
+  for fmt in srt vtt; do
+    "$steno" run "$m" "$tmp/clip.wav" --$fmt >"$tmp/sub" 2>"$tmp/err"
+    if python3 - "$tmp/sub" "$fmt" <<'PY'
+import re, sys
+s, fmt = open(sys.argv[1]).read(), sys.argv[2]
+sep = "," if fmt == "srt" else "."
+if fmt == "vtt":
+    assert s.startswith("WEBVTT\n\n"), "no WEBVTT header"
+    s = s[len("WEBVTT\n\n"):]
+cues = [c for c in s.split("\n\n") if c.strip()]
+ts = r"(\d\d):(\d\d):(\d\d)" + re.escape(sep) + r"(\d\d\d)"
+ms = lambda m: ((int(m[0]) * 60 + int(m[1])) * 60 + int(m[2])) * 1000 + int(m[3])
+last = 0
+for i, c in enumerate(cues, 1):
+    lines = c.split("\n")
+    if fmt == "srt":
+        assert lines[0] == str(i), ("cue number", lines[0])
+        lines = lines[1:]
+    m = re.fullmatch(ts + " --> " + ts, lines[0])
+    assert m, ("timing line", lines[0])
+    a, b = ms(m.groups()[:4]), ms(m.groups()[4:])
+    assert last <= a < b, ("cue times", a, b)
+    assert all(l.strip() for l in lines[1:]) and len(lines) > 1, "empty cue text"
+    last = a
+PY
+    then ok; else bad "$model --$fmt: $(cat "$tmp/err")"; fi
+  done
+done
+
+m="$src/tests/fixtures/parakeet_ctc_tiny.gguf"
+# Stereo float WAV: downmixed, same length.
+if "$steno" run "$m" "$tmp/stereo.wav" >/dev/null 2>"$tmp/err"; then ok; else bad "stereo float: $(cat "$tmp/err")"; fi
+# An empty recording: an empty transcript, not an error.
+"$steno" run "$m" "$tmp/empty.wav" >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 0 ] && [ "$(cat "$tmp/out")" = "" ]; then ok; else bad "empty wav: $(cat "$tmp/err")"; fi
+
+# Errors: exit 1, a message, nothing on stdout.
+sox "$tmp/raw.wav" -r 22050 "$tmp/r22.wav"
+head -c 30 "$tmp/clip.wav" >"$tmp/truncated.wav"
+printf 'RIFF\0\0\0\0WAVEjunk' >"$tmp/nofmt.wav"
+head -c 5000 "$m" >"$tmp/truncated.gguf"
+expect_error() { # what, expected word, args...
+  local what=$1 word=$2
+  shift 2
+  "$steno" run "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq 1 ] && [ ! -s "$tmp/out" ] && grep -qi -- "$word" "$tmp/err"; then ok
+  else bad "$what: exit $rc, stderr: $(cat "$tmp/err")"; fi
+}
+expect_error "missing audio" "cannot open" "$m" "$tmp/none.wav"
+expect_error "22050 Hz" "16000" "$m" "$tmp/r22.wav"
+expect_error "truncated wav" "wav" "$m" "$tmp/truncated.wav"
+expect_error "wav without fmt" "fmt" "$m" "$tmp/nofmt.wav"
+expect_error "truncated model" "truncated.gguf" "$tmp/truncated.gguf" "$tmp/clip.wav"
+expect_error "not a model" "gguf" "$tmp/clip.wav" "$tmp/clip.wav"
+expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_tiny.ref.gguf" "$tmp/clip.wav"
+"$steno" run "$m" >/dev/null 2>&1
+if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
