@@ -104,6 +104,9 @@ typedef void (*steno_progress_fn)(float done, void *user);
 typedef int (*steno_abort_fn)(void *user);
 
 typedef struct {
+  const char *language;       /* Whisper: "en", "de", ...; NULL: detect it */
+  int translate;              /* Whisper: non-zero translates into English */
+  const char *prompt;         /* Whisper: text that comes before the audio; NULL: none */
   steno_progress_fn progress; /* NULL: none */
   void *progress_user;
   steno_abort_fn abort;       /* NULL: none */

@@ -6,13 +6,14 @@
 #include "base/mem.h"
 #include "gpu/gpu.h"
 #include "io/gguf.h"
-#include "models/parakeet/parakeet.h"
+#include "models/family.h"
 #include "steno.h"
 
 struct steno_model {
   char arch[32];
+  const family *fam;
   gpu_device *dev;
-  parakeet *parakeet;
+  void *impl;
 };
 
 steno_model_params steno_model_default_params(void) { return (steno_model_params){0}; }
@@ -31,14 +32,14 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
   int st = gguf_get_str(f, "general.architecture", &arch);
   steno_model *m = st ? NULL : mem_alloc(1, sizeof *m);
   if (!st && !m) st = STENO_ERR_NOMEM;
-  if (!st && strcmp(arch, "parakeet"))
-    st = err_set(STENO_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (yet): steno runs parakeet",
-                 path, arch);
+  if (!st && !(m->fam = family_find(arch)))
+    st = err_set(STENO_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (yet): steno runs %s",
+                 path, arch, family_names());
   if (!st) {
     snprintf(m->arch, sizeof m->arch, "%s", arch);
     st = gpu_open(&m->dev);
   }
-  if (!st) st = parakeet_load(m->dev, f, &m->parakeet);
+  if (!st) st = m->fam->load(m->dev, f, &m->impl);
   gguf_close(f);
   if (st) {
     steno_model_free(m);
@@ -50,7 +51,7 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
 
 void steno_model_free(steno_model *m) {
   if (!m) return;
-  parakeet_free(m->parakeet);
+  if (m->impl) m->fam->free(m->impl);
   gpu_close(m->dev);
   free(m);
 }
@@ -66,7 +67,7 @@ int steno_transcribe(steno_model *m, const float *pcm, size_t n,
   for (size_t i = 0; i < n; i++)
     if (!(pcm[i] == pcm[i]) || pcm[i] > 1e6f || pcm[i] < -1e6f)
       return err_set(STENO_ERR_INVALID, "sample %zu is not a finite audio value (%g)", i, pcm[i]);
-  int st = parakeet_transcribe(m->parakeet, pcm, n, out);
+  int st = m->fam->transcribe(m->impl, pcm, n, &p, out);
   if (!st && p.progress) p.progress(1.0f, p.progress_user);
   return st;
 }

@@ -1,0 +1,28 @@
+#include "models/family.h"
+
+#include <string.h>
+
+#include "models/parakeet/parakeet.h"
+
+static int parakeet_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return parakeet_load(dev, f, (parakeet **)m);
+}
+static void parakeet_free_any(void *m) { parakeet_free(m); }
+static int parakeet_transcribe_any(void *m, const float *pcm, size_t n,
+                                   const steno_transcribe_params *p, steno_result **out) {
+  (void)p;
+  return parakeet_transcribe(m, pcm, n, out);
+}
+
+static const family families[] = {
+    /* Full attention over the whole piece: the window bounds the O(t²) scores. */
+    {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_transcribe_any, 0},
+};
+
+const family *family_find(const char *arch) {
+  for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+    if (!strcmp(families[i].arch, arch)) return &families[i];
+  return NULL;
+}
+
+const char *family_names(void) { return "parakeet"; }

@@ -1,0 +1,27 @@
+/* A model family as the public API sees it: how to load it from a GGUF file,
+ * run it on a piece of audio, and free it. One table row per architecture. */
+#ifndef STENO_MODELS_FAMILY_H
+#define STENO_MODELS_FAMILY_H
+
+#include "gpu/gpu.h"
+#include "io/gguf.h"
+#include "steno.h"
+
+typedef struct {
+  const char *arch; /* general.architecture */
+  int (*load)(gpu_device *dev, const gguf_file *f, void **model);
+  void (*free)(void *model);
+  /* n samples of 16 kHz mono pcm (at most window seconds of it, when the
+   * family has a window) → a result with times from the piece's start. */
+  int (*transcribe)(void *model, const float *pcm, size_t n, const steno_transcribe_params *p,
+                    steno_result **out);
+  double window; /* longest piece the model takes in one call, seconds (0: any) */
+} family;
+
+/* The family of an architecture, or NULL. */
+const family *family_find(const char *arch);
+
+/* Architectures steno runs, comma-separated (for messages). */
+const char *family_names(void);
+
+#endif
