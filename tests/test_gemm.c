@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "gpu_test.h"
 #include "quant.h"
 #include "steno.h"
@@ -27,8 +28,10 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
                       size_t nbias, int nepi) {
   float *w = test_random(n * k, 1);
   uint8_t *bytes = quant_encode(t, w, n * k);
-  float *wf = test_floats(n * k);
+  float *wf = test_floats(n * k), *w16 = test_floats(n * k);
   quant_decode(t, bytes, n * k, wf);
+  /* The fast kernel rounds W to f16 (F32 weights never take it). */
+  for (size_t i = 0; i < n * k; i++) w16[i] = f16_round(wf[i]);
   gpu_weight parts[2] = {{bytes, (uint32_t)(n / 2)},
                          {bytes + gpu_wtype_bytes(t, n / 2 * k), (uint32_t)(n - n / 2)}};
   gpu_linear l;
@@ -36,11 +39,14 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
   size_t padded = (n + 63) / 64 * 64, dual = nbias > n ? nbias - n : 0;
   size_t width = padded + dual;
   CHECK(gpu_linear_width(&l) == width, "width %u, want %zu", gpu_linear_width(&l), width);
-  for (int mi = 0; mi < nm; mi++) {
-    size_t m = ms[mi];
+  bool fast_too = t != GPU_F32 && gpu_fast_gemm(test_device());
+  for (int mi = 0; mi < nm * (fast_too ? 2 : 1); mi++) {
+    bool fast = mi >= nm;
+    gpu_set_fast(test_device(), fast);
+    size_t m = ms[mi % nm];
     float *a = test_random(m * k, 3);
     float *c0 = test_random(m * width, 4);
-    float *dots = ref_dots(a, wf, m, n, k);
+    float *dots = ref_dots(a, fast ? w16 : wf, m, n, k);
     gpu_buffer *ab = test_upload(a, m * k);
     for (int e = 0; e < nepi; e++) {
       float alpha = epilogues[e] == GPU_EPI_SCALE ? 1.75f : 0.5f;
@@ -60,8 +66,8 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
       gpu_gemm(rec, ab, &l, cb, (uint32_t)m, epilogues[e], alpha);
       float *got = test_run_read(rec, cb, m * width);
       char what[128];
-      snprintf(what, sizeof what, "gemm %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d", quant_names[t],
-               m, n, k, nbias, epilogues[e]);
+      snprintf(what, sizeof what, "gemm%s %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d",
+               fast ? " (fast)" : "", quant_names[t], m, n, k, nbias, epilogues[e]);
       check_close(what, got, want, m * width, KERNEL_TOL);
       free(got);
       free(want);
@@ -73,10 +79,12 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
     free(c0);
     free(dots);
   }
+  gpu_set_fast(test_device(), true);
   gpu_linear_free(&l);
   free(w);
   free(bytes);
   free(wf);
+  free(w16);
 }
 
 /* a's rows apart by more than k (a slice of a wider activation). */
@@ -108,6 +116,7 @@ static void strided(void) {
 }
 
 int main(void) {
+  printf("fast GEMM: %s\n", gpu_fast_gemm(test_device()) ? "probe passed, tested too" : "not available");
   strided();
   test_device();
   const size_t n = 100, k = 96;

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "steno.h"
 #include "gpu/internal.h"
 
 int steno_devices_print(FILE *out) {
@@ -11,7 +12,20 @@ int steno_devices_print(FILE *out) {
   int st = gpu_choose(infos, n, &chosen);
   for (int i = 0; i < n; i++) {
     gpu_info_print(&infos[i], out);
-    if (!st && i == chosen) fprintf(out, "   (steno uses this device)\n");
+    if (st || i != chosen) continue;
+    /* The fast kernels are used only where their probe passes on the device. */
+    gpu_device *d;
+    int open = gpu_open(&d);
+    if (open) {
+      fprintf(out, "   (steno would use this device, but it could not be opened: %s)\n",
+              steno_last_error());
+      continue;
+    }
+    fprintf(out, "   fast kernels: GEMM on cooperative matrices %s\n",
+            gpu_fast_gemm(d) ? "(probe passed)" : d->coop ? "(probe FAILED: portable kernels)"
+                                                          : "(not offered: portable kernels)");
+    fprintf(out, "   (steno uses this device)\n");
+    gpu_close(d);
   }
   free(infos);
   return st;

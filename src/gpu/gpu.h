@@ -56,6 +56,14 @@ int gpu_open(gpu_device **out);
 void gpu_close(gpu_device *dev);
 const gpu_info *gpu_device_info(const gpu_device *dev);
 
+/* Whether the fast GEMM (cooperative matrices) passed its probe on this device. */
+bool gpu_fast_gemm(const gpu_device *dev);
+
+/* Uses the fast kernels that passed their probes (the default), or only the
+ * portable ones (STENO_FAST=0 starts that way). Tests run both. */
+void gpu_set_fast(gpu_device *dev, bool on);
+bool gpu_using_fast(const gpu_device *dev);
+
 /* Prints one device's description (as `steno devices` shows it). */
 void gpu_info_print(const gpu_info *info, FILE *out);
 

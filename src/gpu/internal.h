@@ -43,7 +43,13 @@ struct gpu_device {
   gpu_buffer *staging;
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
+  bool coop;       /* cooperative matrices and f16 arithmetic enabled at creation */
+  bool fast_gemm;  /* the cooperative-matrix GEMM passed its probe */
+  bool use_fast;   /* ... and is used (gpu_set_fast) */
 };
+
+/* Runs the fast kernels' probes; turns on each that passes. */
+void gpu_probe_fast(gpu_device *dev);
 
 int gpu_vk_error(VkResult r, const char *what);
 int gpu_instance(VkInstance *out);

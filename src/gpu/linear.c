@@ -96,7 +96,9 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   if (lda < l->k)
     return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   uint32_t spec = l->type;
-  gpu_kernel *k = gpu_rec_kernel(rec, "gemm", &spec, 1);
+  /* F32 weights keep the f32 kernel: the fast one rounds W to f16. */
+  bool fast = l->type != GPU_F32 && gpu_using_fast(gpu_rec_device(rec));
+  gpu_kernel *k = gpu_rec_kernel(rec, fast ? "gemm_coop" : "gemm", &spec, 1);
   struct {
     uint32_t m, n, k, mode;
     float alpha;

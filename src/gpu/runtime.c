@@ -290,7 +290,30 @@ static int device_create(gpu_device *d) {
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .queueCreateInfoCount = 1,
                            .pQueueCreateInfos = &qi};
+  /* The fast kernels' features, where offered (their probes decide later). */
+  const char *fast = getenv("STENO_FAST");
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      .cooperativeMatrix = VK_TRUE};
+  VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                          .pNext = &coop,
+                                          .shaderFloat16 = VK_TRUE};
+  const char *ext[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+  d->coop = d->info.coop_nv && d->info.float16 && d->info.subgroup_size == 32 &&
+            d->info.api_version >= VK_API_VERSION_1_2 && !(fast && !strcmp(fast, "0"));
+  if (d->coop) {
+    ci.pNext = &f12;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = ext;
+  }
   VkResult r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
+  if (r != VK_SUCCESS && d->coop) {
+    /* Offered but refused: run portable. */
+    d->coop = false;
+    ci.pNext = NULL;
+    ci.enabledExtensionCount = 0;
+    r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
+  }
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateDevice");
   vkGetDeviceQueue(d->dev, d->family, 0, &d->queue);
   vkGetPhysicalDeviceMemoryProperties(d->pd, &d->mem);
@@ -331,6 +354,8 @@ static int device_create(gpu_device *d) {
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
+  if (d->coop) gpu_probe_fast(d);
+  d->use_fast = true;
   return 0;
 }
 
@@ -394,3 +419,6 @@ void gpu_close(gpu_device *d) {
 }
 
 const gpu_info *gpu_device_info(const gpu_device *d) { return &d->info; }
+bool gpu_fast_gemm(const gpu_device *d) { return d->fast_gemm; }
+void gpu_set_fast(gpu_device *d, bool on) { d->use_fast = on; }
+bool gpu_using_fast(const gpu_device *d) { return d->use_fast && d->fast_gemm; }
