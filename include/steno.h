@@ -79,6 +79,14 @@ steno_word steno_result_word(const steno_result *r, size_t i);
 size_t steno_result_segment_count(const steno_result *r);
 steno_segment steno_result_segment(const steno_result *r, size_t i);
 double steno_result_duration(const steno_result *r);         /* seconds of audio */
+
+/* Where the time went (wall clock, ms). */
+typedef struct {
+  double features_ms; /* audio → features on the CPU */
+  double encoder_ms;  /* the GPU work, uploads and readback included */
+  double decoder_ms;  /* decoding and text */
+} steno_timings;
+steno_timings steno_result_timings(const steno_result *r);
 void steno_result_free(steno_result *r);
 
 /* ---- models ---- */

@@ -117,6 +117,7 @@ size_t steno_result_token_count(const steno_result *r) { return r->ntokens; }
 size_t steno_result_word_count(const steno_result *r) { return r->nwords; }
 size_t steno_result_segment_count(const steno_result *r) { return r->nsegments; }
 double steno_result_duration(const steno_result *r) { return r->duration; }
+steno_timings steno_result_timings(const steno_result *r) { return r->timings; }
 
 steno_token steno_result_token(const steno_result *r, size_t i) {
   return i < r->ntokens ? r->tokens[i] : (steno_token){0};

@@ -15,6 +15,7 @@ struct steno_result {
   steno_segment *segments;
   size_t nsegments;
   double duration; /* seconds */
+  steno_timings timings;
 };
 
 /* A result from tokens whose frames are `ms_per_frame` long, the first frame

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/timer.h"
 #include "decode/ctc.h"
 #include "gpu/subsample.h"
 #include "models/parakeet/parakeet.h"
@@ -136,15 +137,20 @@ int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **
   float *mel, *head;
   size_t frames, valid;
   uint32_t t;
+  double t0 = time_now();
   TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
+  double t1 = time_now();
   int st = parakeet_forward(m, mel, (uint32_t)valid, NULL, &head, &t);
   free(mel);
   if (st) return st;
+  double t2 = time_now();
   dec_tokens toks = {0};
   st = parakeet_decode(m, head, t, &toks);
   free(head);
   double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);
   dec_free(&toks);
+  if (!st)
+    (*out)->timings = (steno_timings){(t1 - t0) * 1e3, (t2 - t1) * 1e3, (time_now() - t2) * 1e3};
   return st;
 }
