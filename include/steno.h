@@ -106,6 +106,12 @@ void steno_model_free(steno_model *m);
 /* "parakeet", ... */
 const char *steno_model_architecture(const steno_model *m);
 
+/* GPU memory the model's device holds now, and the most it has held (bytes). */
+void steno_model_memory(const steno_model *m, size_t *used, size_t *peak);
+
+/* The GPU's name and whether the fast kernels passed their probes there. */
+const char *steno_model_device(const steno_model *m, int *fast);
+
 /* Progress through the audio, in [0, 1]. */
 typedef void (*steno_progress_fn)(float done, void *user);
 /* Returns non-zero to stop the work (STENO_ERR_ABORTED). */

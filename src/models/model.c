@@ -58,6 +58,16 @@ void steno_model_free(steno_model *m) {
 
 const char *steno_model_architecture(const steno_model *m) { return m->arch; }
 
+void steno_model_memory(const steno_model *m, size_t *used, size_t *peak) {
+  if (used) *used = gpu_memory_used(m->dev);
+  if (peak) *peak = gpu_memory_peak(m->dev);
+}
+
+const char *steno_model_device(const steno_model *m, int *fast) {
+  if (fast) *fast = gpu_using_fast(m->dev);
+  return gpu_device_info(m->dev)->name;
+}
+
 int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                      const steno_transcribe_params *params, steno_result **out) {
   if (!m || !out || (!pcm && n)) return err_set(STENO_ERR_INVALID, "steno_transcribe: NULL argument");

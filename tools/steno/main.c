@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench.h"
 #include "output.h"
 #include "steno.h"
 
@@ -11,6 +12,8 @@ static const char usage[] =
     "usage:\n"
     "  steno run MODEL.gguf AUDIO.wav [--json | --srt | --vtt]\n"
     "                         transcribe (16 kHz WAV) and print the text, JSON or subtitles\n"
+    "  steno bench MODEL.gguf AUDIO [-n RUNS]\n"
+    "                         time loading, the first call and warm calls\n"
     "  steno devices          list the Vulkan devices and their features\n"
     "  steno info FILE.gguf   print a model file's metadata and tensors\n"
     "  steno --version        print the version\n"
@@ -95,6 +98,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "run")) return run(argc, argv);
+  if (!strcmp(cmd, "bench")) return bench_main(argc, argv);
   if (!strcmp(cmd, "devices")) {
     if (argc != 2) {
       fputs("usage: steno devices\n", stderr);
