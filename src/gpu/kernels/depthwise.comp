@@ -1,0 +1,105 @@
+#version 450
+// depthwise (portable): the 3×3 stride-2 padding-1 convolutions of NeMo's
+// "dw_striding" subsampling, row-chunked so its large first feature maps are
+// never stored whole. ⌈n/2⌉ is the size after one such conv.
+//
+// FIRST = 0: per-channel conv + bias over an image [t][f][ch]:
+//   y[r][j][c] = b[c] + Σ_k w[k][c] · x[2r−1+k/3][2j−1+k%3][c]
+// x      f32 (binding 0): image row 2·t0−1+i at x[(i·f + col)·x_stride + c]
+//        (x_stride ≥ ch: a pointwise GEMM's padded output can be read as is);
+//        rows outside the image are padding (never read, x row 0 when t0 = 0)
+// w      [9][ch] f32 (binding 1): tap k = 3·dt + df (dt over time, df over
+//        frequency); PyTorch's [ch][1][3][3] weight transposed at load
+// b      [ch] f32 (binding 2)
+// y      [⌈t/2⌉][⌈f/2⌉][ch] f32 (binding 3): output rows t0..t0+rows written
+//
+// FIRST = 1: the same conv over ReLU(conv0(mel)), conv0 being the 1 → ch conv
+// (w0 [9][ch] at binding 4, b0 [ch] at binding 5, same tap order) over the
+// one-channel image mel [t][f] (binding 0). ReLU(conv0) [⌈t/2⌉][⌈f/2⌉][ch] is
+// never stored: each output takes the 7×7 mel patch under it. y (binding 3)
+// gets `rows` rows of [⌈⌈f/2⌉/2⌉][ch]: output rows 2·t0−1.. (what the FIRST = 0
+// conv of output rows t0.. reads), rows outside the output written as 0.
+//
+// One invocation per output value; workgroups of 64 along j·ch + c, one
+// output row per workgroup y (more rows in a loop). All in f32.
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint FIRST = 0;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
+layout(std430, binding = 2) readonly buffer B { float b[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 4) readonly buffer W0 { float w0[]; };
+layout(std430, binding = 5) readonly buffer B0 { float b0[]; };
+
+layout(push_constant) uniform Push {
+  uint t, f, ch;   // the input image (FIRST: the mel image, t × f, one channel)
+  uint x_stride;   // FIRST = 0 only
+  uint t0, rows;
+} p;
+
+uint halve(uint n) { return (n + 1) / 2; }
+
+// Output (r, j, c) of the plain depthwise conv.
+float depthwise(int r, int j, uint c) {
+  int t = int(p.t), f = int(p.f), first = 2 * int(p.t0) - 1;
+  float acc = b[c];
+  for (int dt = 0; dt < 3; dt++) {
+    int ti = 2 * r - 1 + dt;
+    if (ti < 0 || ti >= t) continue;
+    uint row = uint(ti - first) * p.f;
+    for (int df = 0; df < 3; df++) {
+      int fi = 2 * j - 1 + df;
+      if (fi < 0 || fi >= f) continue;
+      acc += w[(3 * dt + df) * p.ch + c] * x[(row + uint(fi)) * p.x_stride + c];
+    }
+  }
+  return acc;
+}
+
+// Output (r, j, c) of the depthwise conv over ReLU(conv0(mel)).
+float first_depthwise(int r, int j, uint c) {
+  int t = int(p.t), f = int(p.f);
+  int t1 = int(halve(p.t)), f1 = int(halve(p.f));
+  // mel rows 4r−3.. and columns 4j−3.. (zero outside): all that 9 conv0 outputs see.
+  float m[7][7];
+  for (int a = 0; a < 7; a++)
+    for (int e = 0; e < 7; e++) {
+      int ti = 4 * r - 3 + a, fi = 4 * j - 3 + e;
+      m[a][e] = ti >= 0 && ti < t && fi >= 0 && fi < f ? x[ti * f + fi] : 0.0;
+    }
+  float w0c[9];
+  for (int k = 0; k < 9; k++) w0c[k] = w0[k * p.ch + c];
+  float acc = b[c];
+  for (int dt = 0; dt < 3; dt++) {
+    int s = 2 * r - 1 + dt;
+    if (s < 0 || s >= t1) continue; // padding of conv0's output: 0, not ReLU(b0)
+    for (int df = 0; df < 3; df++) {
+      int u = 2 * j - 1 + df;
+      if (u < 0 || u >= f1) continue;
+      float v = b0[c];
+      for (int et = 0; et < 3; et++)
+        for (int ef = 0; ef < 3; ef++) v += w0c[3 * et + ef] * m[2 * dt + et][2 * df + ef];
+      acc += w[(3 * dt + df) * p.ch + c] * max(v, 0.0);
+    }
+  }
+  return acc;
+}
+
+void main() {
+  uint fo = FIRST == 1 ? halve(halve(p.f)) : halve(p.f);
+  uint e = gl_GlobalInvocationID.x;
+  if (e >= fo * p.ch) return;
+  int j = int(e / p.ch);
+  uint c = e % p.ch;
+  for (uint i = gl_WorkGroupID.y; i < p.rows; i += gl_NumWorkGroups.y) {
+    if (FIRST == 1) {
+      int r = 2 * int(p.t0) - 1 + int(i);
+      bool inside = r >= 0 && r < int(halve(halve(p.t)));
+      y[i * fo * p.ch + e] = inside ? first_depthwise(r, j, c) : 0.0;
+    } else {
+      uint r = p.t0 + i;
+      y[r * fo * p.ch + e] = depthwise(int(r), j, c);
+    }
+  }
+}

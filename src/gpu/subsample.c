@@ -1,0 +1,95 @@
+#include "gpu/subsample.h"
+
+#include "base/error.h"
+
+/* Workgroup width of depthwise.comp and flatten.comp. */
+#define DW_GROUP 64
+#define FLAT_GROUP 256
+#define MAX_GROUPS 65535u
+
+/* True where `buf` holds `floats` floats; else records the failure. */
+static bool holds(gpu_rec *rec, const char *op, const char *name, gpu_buffer *buf,
+                  uint64_t floats) {
+  if (buf && floats <= UINT32_MAX && gpu_buffer_size(buf) / 4 >= floats) return true;
+  gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "%s: %s holds %zu floats, needs %llu", op, name,
+                            buf ? gpu_buffer_size(buf) / 4 : 0, (unsigned long long)floats));
+  return false;
+}
+
+/* Shared checks of the image shape and the chunk; false after recording a failure. */
+static bool shape_ok(gpu_rec *rec, const char *op, uint32_t t, uint32_t f, uint32_t ch,
+                     uint32_t t0, uint32_t rows, uint32_t fo) {
+  if (t && f && ch && t0 < (1u << 28) && rows < (1u << 28) &&
+      ((uint64_t)fo * ch + DW_GROUP - 1) / DW_GROUP <= MAX_GROUPS)
+    return true;
+  gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "%s: image %u×%u×%u, rows %u..+%u", op, t, f, ch,
+                            t0, rows));
+  return false;
+}
+
+static uint32_t groups(uint64_t n, uint32_t size) { return (uint32_t)((n + size - 1) / size); }
+
+void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
+                   gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
+  const char *op = "depthwise";
+  uint32_t fo = gpu_halve(f);
+  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo)) return;
+  if (x_stride < ch || t0 + rows > gpu_halve(t)) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "depthwise: rows %u..+%u of %u, stride %u < %u",
+                              t0, rows, gpu_halve(t), x_stride, ch));
+    return;
+  }
+  if (!rows) return;
+  /* x's rows: image rows 2·t0 − 1 up to the last one read. */
+  uint64_t last = 2 * (uint64_t)(t0 + rows) - 1 < t ? 2 * (uint64_t)(t0 + rows) - 1 : t - 1;
+  uint64_t xrows = last + 2 - 2 * (uint64_t)t0;
+  if (!holds(rec, op, "x", x, (xrows * f - 1) * x_stride + ch) ||
+      !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
+      !holds(rec, op, "y", y, (uint64_t)(t0 + rows) * fo * ch))
+    return;
+  uint32_t spec = 0;
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", &spec, 1);
+  uint32_t push[6] = {t, f, ch, x_stride, t0, rows};
+  gpu_buffer *bufs[] = {x, w, b, y, w, b};
+  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+}
+
+void gpu_first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                         gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
+                         uint32_t ch, uint32_t t0, uint32_t rows) {
+  const char *op = "first_depthwise";
+  uint32_t fo = gpu_halve(gpu_halve(f));
+  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !rows) return;
+  if (!holds(rec, op, "mel", mel, (uint64_t)t * f) ||
+      !holds(rec, op, "w0", w0, 9 * (uint64_t)ch) || !holds(rec, op, "b0", b0, ch) ||
+      !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
+      !holds(rec, op, "y", y, (uint64_t)rows * fo * ch))
+    return;
+  uint32_t spec = 1;
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", &spec, 1);
+  uint32_t push[6] = {t, f, ch, ch, t0, rows};
+  gpu_buffer *bufs[] = {mel, w, b, y, w0, b0};
+  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+}
+
+void gpu_flatten(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *y, uint32_t t,
+                 uint32_t f, uint32_t ch) {
+  const char *op = "flatten";
+  uint64_t width = (uint64_t)ch * f;
+  if (!f || !ch || x_stride < ch || groups(width, FLAT_GROUP) > MAX_GROUPS) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "flatten: image %u×%u×%u, stride %u", t, f, ch,
+                              x_stride));
+    return;
+  }
+  if (!t) return;
+  if (!holds(rec, op, "x", x, ((uint64_t)t * f - 1) * x_stride + ch) ||
+      !holds(rec, op, "y", y, t * width))
+    return;
+  gpu_kernel *k = gpu_rec_kernel(rec, "flatten", NULL, 0);
+  uint32_t push[4] = {t, f, ch, x_stride};
+  gpu_buffer *bufs[] = {x, y};
+  gpu_dispatch(rec, k, bufs, 2, push, sizeof push, groups(width, FLAT_GROUP),
+               t < MAX_GROUPS ? t : MAX_GROUPS, 1);
+}
