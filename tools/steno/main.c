@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "hub.h"
 #include "output.h"
 #include "steno.h"
 
@@ -16,6 +17,10 @@ static const char usage[] =
     "                         time loading, the first call and warm calls\n"
     "  steno devices          list the Vulkan devices and their features\n"
     "  steno info FILE.gguf   print a model file's metadata and tensors\n"
+    "  steno pull NAME...     download models (parakeet-v3, whisper-turbo, ...) into the\n"
+    "                         Hugging Face cache; then MODEL may be NAME instead of a path\n"
+    "  steno list [--available]  the downloaded models (or the names steno knows)\n"
+    "  steno rm NAME...       delete downloaded models\n"
     "  steno --version        print the version\n"
     "\n"
     "environment:\n"
@@ -57,11 +62,13 @@ static int run(int argc, char **argv) {
     fputs(run_usage, stderr);
     return 2;
   }
+  const char *model_path = hub_resolve(model); /* a path, or a name pulled into the cache */
+  if (!model_path) return 1;
   float *pcm;
   size_t n;
   if (steno_audio_load(audio, &pcm, &n)) return fail("run");
   steno_model *m;
-  if (steno_model_load(model, NULL, &m)) {
+  if (steno_model_load(model_path, NULL, &m)) {
     steno_audio_free(pcm);
     return fail("run");
   }
@@ -99,6 +106,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "run")) return run(argc, argv);
   if (!strcmp(cmd, "bench")) return bench_main(argc, argv);
+  if (hub_is_command(cmd)) return hub_command(argc, argv);
   if (!strcmp(cmd, "devices")) {
     if (argc != 2) {
       fputs("usage: steno devices\n", stderr);
