@@ -97,8 +97,13 @@ static int valid_file(const char *file) {
   return 1;
 }
 
+/* For run, the argument was not a file either: say so, a typo in a path is likely. */
+static const char *not_file(const char *cmd) {
+  return strcmp(cmd, "run") ? "" : "no such file, and ";
+}
+
 static int bad_name(const char *cmd, const char *arg, const char *why) {
-  fprintf(stderr, "steno %s: '%s' is not a model name: %s\n", cmd, arg, why);
+  fprintf(stderr, "steno %s: '%s': %snot a model name: %s\n", cmd, arg, not_file(cmd), why);
   return 1;
 }
 
@@ -124,8 +129,8 @@ static int parse_ref(const char *cmd, const char *arg, hub_ref *ref) {
   if (!s1) {
     const registry_model *m = registry_find(buf);
     if (!m) {
-      fprintf(stderr, "steno %s: unknown model '%s' (did you mean %s? steno list --available shows "
-              "all names)\n", cmd, buf, registry_closest(buf)->name);
+      fprintf(stderr, "steno %s: '%s': %sno model has that name (did you mean %s? steno list "
+              "--available shows all names)\n", cmd, buf, not_file(cmd), registry_closest(buf)->name);
       return 1;
     }
     snprintf(ref->repo, sizeof ref->repo, REGISTRY_ORG "/%s-gguf", m->slug);
