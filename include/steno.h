@@ -112,9 +112,9 @@ void steno_model_memory(const steno_model *m, size_t *used, size_t *peak);
 /* The GPU's name and whether the fast kernels passed their probes there. */
 const char *steno_model_device(const steno_model *m, int *fast);
 
-/* Progress through the audio, in [0, 1]. */
+/* Progress through the audio, in [0, 1]: called after each piece. */
 typedef void (*steno_progress_fn)(float done, void *user);
-/* Returns non-zero to stop the work (STENO_ERR_ABORTED). */
+/* Returns non-zero to stop the work (STENO_ERR_ABORTED); asked between pieces. */
 typedef int (*steno_abort_fn)(void *user);
 
 typedef struct {
@@ -125,18 +125,43 @@ typedef struct {
   void *progress_user;
   steno_abort_fn abort;       /* NULL: none */
   void *abort_user;
+  double piece_seconds;       /* longest piece transcribed at once (≥ 5 s, ≤ the model's
+                                 window); 0: the model's window (Parakeet: 60 s) */
 } steno_transcribe_params;
 
 steno_transcribe_params steno_transcribe_default_params(void);
 
-/* Transcribes n samples of 16 kHz mono float PCM in [-1, 1]. */
+/* Transcribes n samples of 16 kHz mono float PCM in [-1, 1]. Long audio is
+ * split at its quietest moments into pieces of at most piece_seconds, which
+ * are transcribed in turn (times stay relative to the start of the audio);
+ * pieces that hold only silence or steady noise give no text. */
 int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                      const steno_transcribe_params *params, steno_result **out);
 
 /* ---- audio ---- */
 
-/* Reads an audio file as 16 kHz mono float PCM (*pcm malloc'd: free with
- * steno_audio_free). WAV (PCM 8/16/24/32-bit, float 32/64, any channels). */
+/* An audio or video file read as 16 kHz mono float PCM through FFmpeg: wav,
+ * flac, mp3, ogg/opus, m4a/aac, the audio track of mp4/mkv/webm, ...; any
+ * rate, channels averaged. Decoded as it is read: memory does not grow with
+ * the file's length. */
+typedef struct steno_audio steno_audio;
+
+/* Opens a file, or standard input for "-". No audio stream, an empty or
+ * unreadable file: STENO_ERR_FORMAT / STENO_ERR_IO with a message. */
+int steno_audio_open(const char *path, steno_audio **out);
+/* Reads up to max samples; *got < max only at the end (0 once it is reached). */
+int steno_audio_read(steno_audio *a, float *pcm, size_t max, size_t *got);
+/* The length the file declares, seconds, for progress (0: unknown, e.g. a pipe). */
+double steno_audio_duration(const steno_audio *a);
+void steno_audio_close(steno_audio *a);
+
+/* Transcribes the rest of an open stream as steno_transcribe does, holding
+ * only one piece of it (≤ piece_seconds + 1 s) in memory at a time. */
+int steno_transcribe_audio(steno_model *m, steno_audio *a, const steno_transcribe_params *params,
+                           steno_result **out);
+
+/* Reads a whole file (as steno_audio_open; up to 24 h) into *pcm (malloc'd:
+ * free with steno_audio_free). */
 int steno_audio_load(const char *path, float **pcm, size_t *n);
 void steno_audio_free(float *pcm);
 

@@ -2,11 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio/split.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "gpu/gpu.h"
 #include "io/gguf.h"
 #include "models/family.h"
+#include "text/result.h"
 #include "steno.h"
 
 struct steno_model {
@@ -68,16 +70,98 @@ const char *steno_model_device(const steno_model *m, int *fast) {
   return gpu_device_info(m->dev)->name;
 }
 
+/* The piece length: the caller's, or the family's window. A family with
+ * full attention and no window of its own (0: Parakeet) gets 60 s, the
+ * length wavo measured best for Parakeet (30 s pieces hallucinated, 120 s
+ * ones skipped a sentence), and at most 300 s: the attention scores grow as
+ * heads·t²·4 bytes with t = 12.5 frames/s, 18 MB at 60 s and 450 MB at 300 s
+ * for Parakeet 0.6B's 8 heads. */
+static int piece_seconds(const family *f, double want, double *out) {
+  double most = f->window > 0 ? f->window : 300;
+  *out = want ? want : f->window > 0 ? f->window : 60;
+  if (want && !(want >= 5 && want <= most))
+    return err_set(STENO_ERR_INVALID, "piece_seconds %g: must be 5 to %g s for %s", want, most, f->arch);
+  return 0;
+}
+
+static int check_finite(const float *pcm, size_t n, size_t offset) {
+  for (size_t i = 0; i < n; i++)
+    if (!(pcm[i] == pcm[i]) || pcm[i] > 1e6f || pcm[i] < -1e6f)
+      return err_set(STENO_ERR_INVALID, "sample %zu (at %.3f s) is not a finite audio value (%g)",
+                     offset + i, (double)(offset + i) / SPLIT_RATE, pcm[i]);
+  return 0;
+}
+
+/* Splits what `read` delivers into pieces and transcribes them in turn:
+ * quiet ones are skipped, the others' results appended with their offset.
+ * total_seconds (0: unknown) is for progress only. */
+static int transcribe_pieces(steno_model *m, split_read_fn read, void *user, double total_seconds,
+                             const steno_transcribe_params *p, steno_result **out) {
+  double seconds;
+  TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
+  splitter s;
+  TRY(split_init(&s, seconds, read, user));
+  steno_result *all;
+  int st = result_empty(0, &all);
+  for (;;) {
+    if (!st && p->abort && p->abort(p->abort_user)) st = err_set(STENO_ERR_ABORTED, "aborted");
+    const float *pcm;
+    size_t n = 0, offset;
+    bool quiet;
+    if (!st) st = split_next(&s, &pcm, &n, &offset, &quiet);
+    if (st || !n) break;
+    if (!(st = check_finite(pcm, n, offset)) && !quiet) {
+      steno_result *r;
+      st = m->fam->transcribe(m->impl, pcm, n, p, &r);
+      if (!st) st = result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000)));
+    }
+    if (st) break;
+    all->duration = (double)(offset + n) / SPLIT_RATE;
+    if (p->progress && total_seconds > 0) {
+      double done = all->duration / total_seconds;
+      p->progress(done < 0.999 ? (float)done : 0.999f, p->progress_user);
+    }
+  }
+  split_free(&s);
+  if (st) {
+    steno_result_free(all);
+    return st;
+  }
+  if (p->progress) p->progress(1.0f, p->progress_user);
+  *out = all;
+  return 0;
+}
+
+typedef struct {
+  const float *pcm;
+  size_t n, at;
+} memory_source;
+
+static int memory_read(void *user, float *pcm, size_t max, size_t *got) {
+  memory_source *src = user;
+  *got = src->n - src->at < max ? src->n - src->at : max;
+  memcpy(pcm, src->pcm + src->at, *got * sizeof *pcm);
+  src->at += *got;
+  return 0;
+}
+
+static int stream_read(void *user, float *pcm, size_t max, size_t *got) {
+  return steno_audio_read(user, pcm, max, got);
+}
+
 int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                      const steno_transcribe_params *params, steno_result **out) {
   if (!m || !out || (!pcm && n)) return err_set(STENO_ERR_INVALID, "steno_transcribe: NULL argument");
   *out = NULL;
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
-  if (p.abort && p.abort(p.abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");
-  for (size_t i = 0; i < n; i++)
-    if (!(pcm[i] == pcm[i]) || pcm[i] > 1e6f || pcm[i] < -1e6f)
-      return err_set(STENO_ERR_INVALID, "sample %zu is not a finite audio value (%g)", i, pcm[i]);
-  int st = m->fam->transcribe(m->impl, pcm, n, &p, out);
-  if (!st && p.progress) p.progress(1.0f, p.progress_user);
-  return st;
+  memory_source src = {pcm, n, 0};
+  return transcribe_pieces(m, memory_read, &src, (double)n / SPLIT_RATE, &p, out);
+}
+
+int steno_transcribe_audio(steno_model *m, steno_audio *a, const steno_transcribe_params *params,
+                           steno_result **out) {
+  if (!m || !a || !out) return err_set(STENO_ERR_INVALID, "steno_transcribe_audio: NULL argument");
+  *out = NULL;
+  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
+  return transcribe_pieces(m, stream_read, a, steno_audio_duration(a), &p, out);
 }

@@ -1,6 +1,7 @@
 #include "text/result.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,63 @@ int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_pe
     return st;
   }
   *out = r;
+  return 0;
+}
+
+/* p (n items of size bytes) grown by `more` items; NULL on failure. */
+static void *grown(void *p, size_t n, size_t more, size_t size) {
+  size_t total;
+  if (!add_ok(n, more, &total)) return NULL;
+  return mem_realloc(p, total ? total : 1, size);
+}
+
+int result_append(steno_result *into, steno_result *piece, int64_t offset_ms) {
+  size_t a = strlen(into->text), b = strlen(piece->text);
+  char *text = NULL;
+  int st = 0;
+  if (b) {
+    text = mem_alloc(a + b + 2, 1);
+    if (!text) st = STENO_ERR_NOMEM;
+    else snprintf(text, a + b + 2, "%s%s%s", into->text, a ? " " : "", piece->text);
+  }
+  /* Reserve everything first, so a failure leaves `into` as it was. */
+  steno_token *tokens = st ? NULL : grown(into->tokens, into->ntokens, piece->ntokens, sizeof *tokens);
+  if (tokens) into->tokens = tokens;
+  steno_word *words = tokens ? grown(into->words, into->nwords, piece->nwords, sizeof *words) : NULL;
+  if (words) into->words = words;
+  steno_segment *segs = words ? grown(into->segments, into->nsegments, piece->nsegments, sizeof *segs) : NULL;
+  if (segs) into->segments = segs;
+  if (!segs) {
+    free(text);
+    steno_result_free(piece);
+    return STENO_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < piece->ntokens; i++) {
+    steno_token t = piece->tokens[i];
+    t.start_ms += offset_ms, t.end_ms += offset_ms;
+    into->tokens[into->ntokens++] = t;
+  }
+  for (size_t i = 0; i < piece->nwords; i++) {
+    steno_word w = piece->words[i];
+    w.start_ms += offset_ms, w.end_ms += offset_ms;
+    into->words[into->nwords++] = w;
+  }
+  for (size_t i = 0; i < piece->nsegments; i++) {
+    steno_segment g = piece->segments[i];
+    g.start_ms += offset_ms, g.end_ms += offset_ms;
+    into->segments[into->nsegments++] = g;
+  }
+  if (text) {
+    free(into->text);
+    into->text = text;
+  }
+  into->duration = offset_ms / 1000.0 + piece->duration;
+  into->timings.features_ms += piece->timings.features_ms;
+  into->timings.encoder_ms += piece->timings.encoder_ms;
+  into->timings.decoder_ms += piece->timings.decoder_ms;
+  /* The strings now belong to `into`: free only the piece's arrays. */
+  piece->ntokens = piece->nwords = piece->nsegments = 0;
+  steno_result_free(piece);
   return 0;
 }
 

@@ -1,0 +1,223 @@
+/* Audio decoding through FFmpeg: every listed format, made here from the
+ * fixtures' speech clip with Debian's ffmpeg, decodes to 16 kHz mono that
+ * matches the clip (exactly where nothing lossy or resampling is in the way,
+ * by cross-correlation where a codec is); channels are averaged; reading in
+ * small pieces, from memory or as a whole gives the same samples; and bad
+ * files (empty, not audio, no audio stream, 0 Hz, too many channels, a cut
+ * off m4a) fail with a message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/decode.h"
+#include "audio_test.h"
+#include "base/error.h"
+#include "check.h"
+#include "steno.h"
+
+static float *speech, *expect; /* the clip, and what a 16-bit file of it holds */
+static size_t nspeech;
+static char ref_wav[4200];
+
+static char *path_of(const char *name) {
+  static char buf[4][4200];
+  static int k;
+  char *p = buf[k++ % 4];
+  snprintf(p, sizeof buf[0], "%s/%s", test_tmpdir(), name);
+  return p;
+}
+
+/* A 16 kHz mono file decodes to exactly the samples written; a stereo one to
+ * their mean; six channels to theirs. */
+static void test_wav_exact(void) {
+  float *pcm;
+  size_t n;
+  CHECK_OK(steno_audio_load(ref_wav, &pcm, &n));
+  CHECK(n == nspeech, "%zu samples, want %zu", n, nspeech);
+  CHECK(n == nspeech && !memcmp(pcm, expect, n * sizeof *pcm), "16-bit samples not exact");
+  steno_audio_free(pcm);
+
+  enum { C = 6 };
+  float *multi = malloc(nspeech * C * sizeof *multi), *mean = malloc(nspeech * sizeof *mean);
+  /* channel c: the clip scaled, and for odd c turned over */
+  for (size_t i = 0; i < nspeech; i++)
+    for (int c = 0; c < C; c++)
+      multi[i * C + c] = test_s16(speech[i] * (float)(c + 1) / C * (c % 2 ? -0.5f : 1.0f));
+  for (int channels = 2; channels <= C; channels += C - 2) {
+    float *x = malloc(nspeech * channels * sizeof *x);
+    for (size_t i = 0; i < nspeech; i++) {
+      float s = 0;
+      for (int c = 0; c < channels; c++) s += x[i * channels + c] = multi[i * C + c];
+      mean[i] = s / channels;
+    }
+    char *p = path_of(channels == 2 ? "stereo.wav" : "six.wav");
+    CHECK(test_write_wav(p, x, nspeech, channels, 16000) == 0, "writing %s", p);
+    CHECK_OK(steno_audio_load(p, &pcm, &n));
+    CHECK(n == nspeech, "%d channels: %zu samples", channels, n);
+    if (n == nspeech) check_abs(channels == 2 ? "stereo mean" : "6-channel mean", pcm, mean, n, 1e-6f);
+    steno_audio_free(pcm);
+    free(x);
+  }
+  free(multi);
+  free(mean);
+}
+
+typedef struct {
+  const char *file;  /* made from the clip by ffmpeg */
+  const char *args;  /* ffmpeg output options */
+  int video;         /* add a small video track first */
+  int exact;         /* lossless at 16 kHz mono: the same samples */
+  double corr;       /* least cross-correlation with the clip */
+} format;
+
+static const format formats[] = {
+    {"r44.wav", "-ar 44100 -ac 2", 0, 0, 0.999},
+    {"a.flac", "-c:a flac", 0, 1, 1},
+    {"r48.flac", "-c:a flac -ar 48000 -ac 2", 0, 0, 0.999},
+    {"a.mp3", "-c:a libmp3lame -b:a 64k -ar 22050", 0, 0, 0.98},
+    {"a.opus", "-c:a libopus -b:a 32k", 0, 0, 0.98},
+    {"a.ogg", "-c:a libvorbis -q:a 3 -ar 44100", 0, 0, 0.98},
+    {"a.m4a", "-c:a aac -b:a 64k", 0, 0, 0.98},
+    {"v.mp4", "-c:v mpeg4 -c:a aac -b:a 64k -ar 44100 -shortest", 1, 0, 0.98},
+    {"v.mkv", "-c:v mpeg4 -c:a flac -shortest", 1, 1, 1},
+    {"v.webm", "-c:v libvpx -b:v 50k -c:a libopus -b:a 32k -shortest", 1, 0, 0.98},
+};
+
+static void test_format(const format *f) {
+  char *out = path_of(f->file);
+  const char *video = f->video ? "-f lavfi -i color=c=gray:s=64x48:r=10 -map 1:v -map 0:a" : "";
+  int rc = test_sh("ffmpeg -nostdin -y -i '%s' %s %s '%s'", ref_wav, video, f->args, out);
+  CHECK(rc == 0, "ffmpeg could not make %s (exit %d): is ffmpeg installed? (.ci/run installs it)",
+        f->file, rc);
+  if (rc) return;
+  float *pcm;
+  size_t n;
+  int st = steno_audio_load(out, &pcm, &n);
+  CHECK(st == 0, "%s: %s", f->file, steno_last_error());
+  if (st) return;
+  if (f->exact) {
+    CHECK(n == nspeech && !memcmp(pcm, expect, n * sizeof *pcm), "%s: %zu samples, not the clip's",
+          f->file, n);
+  } else {
+    int lag;
+    double c = test_xcorr(pcm, n, expect, nspeech, 400, &lag);
+    /* Codecs add up to a frame of padding at the end (FFmpeg trims the start). */
+    long extra = (long)n - (long)nspeech;
+    printf("%-9s %zu samples (%+ld), correlation %.4f at lag %d\n", f->file, n, extra, c, lag);
+    CHECK(c >= f->corr, "%s: correlation %.4f < %.2f", f->file, c, f->corr);
+    CHECK(lag >= -48 && lag <= 48, "%s: shifted by %d samples", f->file, lag);
+    CHECK(extra >= -160 && extra <= 1600, "%s: %zu samples for %zu", f->file, n, nspeech);
+  }
+  steno_audio_free(pcm);
+}
+
+/* Reading 1, 7, 1000 samples at a time, and from memory, gives the same. */
+static void test_reads(void) {
+  const char *file = path_of("a.opus");
+  float *all;
+  size_t n;
+  if (steno_audio_load(file, &all, &n)) return; /* reported by test_format */
+  float *buf = malloc((n + 1000) * sizeof *buf);
+  const size_t chunks[] = {1, 7, 1000};
+  for (int k = 0; k < 3; k++) {
+    steno_audio *a;
+    CHECK_OK(steno_audio_open(file, &a));
+    size_t total = 0, got;
+    do {
+      CHECK_OK(steno_audio_read(a, buf + total, chunks[k], &got));
+      total += got;
+    } while (got == chunks[k] && total + chunks[k] <= n + 1000);
+    CHECK(total == n && !memcmp(buf, all, n * sizeof *buf), "chunks of %zu: %zu samples", chunks[k], total);
+    CHECK(steno_audio_duration(a) > 2.8 && steno_audio_duration(a) < 3.0, "duration %g",
+          steno_audio_duration(a));
+    CHECK_OK(steno_audio_read(a, buf, 10, &got)); /* past the end: still nothing */
+    CHECK(got == 0, "%zu samples after the end", got);
+    steno_audio_close(a);
+  }
+  FILE *f = fopen(file, "rb");
+  static uint8_t bytes[1 << 20];
+  size_t size = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+  if (f) fclose(f);
+  steno_audio *a;
+  CHECK_OK(audio_open_memory(bytes, size, "opus in memory", &a));
+  size_t got = 0;
+  if (a) CHECK_OK(steno_audio_read(a, buf, n + 1000, &got));
+  CHECK(got == n && !memcmp(buf, all, n * sizeof *buf), "from memory: %zu samples", got);
+  steno_audio_close(a);
+  free(buf);
+  steno_audio_free(all);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(data, 1, n, f) == n && fclose(f) == 0, "writing %s", path);
+}
+
+/* A bad file: the load fails with `code` and a message naming the file and
+ * saying `why`. */
+static void expect_fail(const char *path, int code, const char *why) {
+  float *pcm = (float *)1;
+  size_t n = 7;
+  int st = steno_audio_load(path, &pcm, &n);
+  const char *msg = steno_last_error();
+  CHECK(st == code, "%s: status %d, want %d (%s)", path, st, code, msg);
+  CHECK(strstr(msg, why) && strstr(msg, strrchr(path, '/') ? strrchr(path, '/') + 1 : path),
+        "%s: message '%s' does not say '%s'", path, msg, why);
+  CHECK(pcm == NULL && n == 0, "%s: outputs not cleared", path);
+}
+
+static void test_bad_files(void) {
+  expect_fail(path_of("missing.wav"), STENO_ERR_IO, "cannot open");
+  expect_fail(test_tmpdir(), STENO_ERR_IO, "directory");
+  write_bytes(path_of("empty.mp3"), "", 0);
+  expect_fail(path_of("empty.mp3"), STENO_ERR_FORMAT, "empty");
+  char text[4000];
+  for (size_t i = 0; i < sizeof text; i++) text[i] = "steno reads audio\n"[i % 18];
+  write_bytes(path_of("text.wav"), text, sizeof text);
+  expect_fail(path_of("text.wav"), STENO_ERR_FORMAT, "not an audio or video file");
+
+  uint8_t wav[44 + 3200] = {0};
+  test_wav_header(wav, 1, 0, 3200);
+  write_bytes(path_of("zero_hz.wav"), wav, sizeof wav);
+  expect_fail(path_of("zero_hz.wav"), STENO_ERR_FORMAT, "sample rate");
+  test_wav_header(wav, 100, 16000, 3200);
+  write_bytes(path_of("channels.wav"), wav, sizeof wav);
+  expect_fail(path_of("channels.wav"), STENO_ERR_FORMAT, "channels");
+
+  if (test_sh("ffmpeg -nostdin -y -f lavfi -i color=c=gray:s=64x48:r=10 -t 1 -c:v mpeg4 '%s'",
+              path_of("video_only.mp4")) == 0)
+    expect_fail(path_of("video_only.mp4"), STENO_ERR_FORMAT, "no audio stream");
+  /* An m4a cut in half: ffmpeg writes the index (moov) last, so it is gone. */
+  if (test_sh("head -c 20000 '%s' > '%s'", path_of("a.m4a"), path_of("cut.m4a")) == 0)
+    expect_fail(path_of("cut.m4a"), STENO_ERR_FORMAT, "cut.m4a");
+}
+
+/* A header that claims 4 GB of samples over 1 s of them: the file is read as
+ * it is, nothing is allocated for the claim. */
+static void test_lying_header(void) {
+  static uint8_t wav[44 + 32000];
+  test_wav_header(wav, 1, 16000, 0xfffffff0u);
+  for (size_t i = 0; i < 16000; i++) wav[44 + 2 * i + 1] = (uint8_t)(i % 64);
+  write_bytes(path_of("liar.wav"), wav, sizeof wav);
+  float *pcm;
+  size_t n;
+  CHECK_OK(steno_audio_load(path_of("liar.wav"), &pcm, &n));
+  CHECK(n == 16000, "%zu samples", n);
+  steno_audio_free(pcm);
+}
+
+int main(void) {
+  speech = test_speech(&nspeech);
+  expect = malloc(nspeech * sizeof *expect);
+  for (size_t i = 0; i < nspeech; i++) expect[i] = test_s16(speech[i]);
+  snprintf(ref_wav, sizeof ref_wav, "%s", path_of("ref.wav"));
+  CHECK(test_write_wav(ref_wav, speech, nspeech, 1, 16000) == 0, "writing %s", ref_wav);
+  test_wav_exact();
+  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) test_format(&formats[i]);
+  test_reads();
+  test_bad_files();
+  test_lying_header();
+  free(speech);
+  free(expect);
+  return check_done();
+}

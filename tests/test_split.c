@@ -1,0 +1,226 @@
+/* Long audio in pieces: cuts land in the pauses (the latest near-quietest
+ * one), pieces keep wavo's length rules whatever the read sizes, the energy
+ * gate tells silence, noise and hum from speech; and results of pieces merge
+ * with shifted times and one space between texts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/split.h"
+#include "audio_test.h"
+#include "check.h"
+#include "text/result.h"
+
+static uint32_t rng = 12345;
+static float noise(void) { /* uniform in [-1, 1), xorshift */
+  rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
+  return (float)rng / 2147483648.0f - 1.0f;
+}
+
+/* Loud noise with quiet gaps of 300 ms starting at the given seconds. */
+static float *gappy(size_t n, const double *gaps, int ngaps, float quiet) {
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) x[i] = 0.3f * noise();
+  for (int g = 0; g < ngaps; g++)
+    for (size_t i = (size_t)(gaps[g] * 16000); i < (size_t)((gaps[g] + 0.3) * 16000) && i < n; i++)
+      x[i] *= quiet;
+  return x;
+}
+
+static int in_gap(size_t cut, const double *gaps, int ngaps) {
+  for (int g = 0; g < ngaps; g++)
+    if (cut >= (size_t)(gaps[g] * 16000) && cut < (size_t)((gaps[g] + 0.3) * 16000)) return 1;
+  return 0;
+}
+
+static void test_cut(void) {
+  size_t n = 40 * 16000;
+  double *scratch = malloc((n / 160 + 1) * sizeof *scratch);
+  /* One pause in the range: there. */
+  const double one[] = {23.4};
+  float *x = gappy(n, one, 1, 0.01f);
+  size_t cut = split_cut(x, 15 * 16000, 30 * 16000, scratch);
+  CHECK(in_gap(cut, one, 1) && cut % 160 == 0, "cut at %zu, the pause is at 23.4 s", cut);
+  free(x);
+  /* Two pauses as quiet, and a quieter one outside the range: the latest inside. */
+  const double three[] = {17.1, 26.05, 31.0};
+  x = gappy(n, three, 3, 0.01f);
+  for (size_t i = 31 * 16000; i < (size_t)(31.3 * 16000); i++) x[i] = 0;
+  cut = split_cut(x, 15 * 16000 + 77, 30 * 16000, scratch);
+  CHECK(cut >= (size_t)(26.05 * 16000) && cut < (size_t)(26.35 * 16000), "cut at %zu, want 26.05 s", cut);
+  /* A later pause less than twice as loud (in energy) as the quietest wins... */
+  const double loud[] = {26.05};
+  for (size_t i = (size_t)(17.1 * 16000); i < (size_t)(17.4 * 16000); i++) x[i] *= 0.8f;
+  cut = split_cut(x, 15 * 16000, 30 * 16000, scratch);
+  CHECK(in_gap(cut, loud, 1), "cut at %zu, want the later pause", cut);
+  /* ...but not when it is much louder. */
+  for (size_t i = (size_t)(26.05 * 16000); i < (size_t)(26.35 * 16000); i++) x[i] *= 20.0f;
+  cut = split_cut(x, 15 * 16000, 30 * 16000, scratch);
+  CHECK(cut >= (size_t)(17.1 * 16000) && cut < (size_t)(17.4 * 16000), "cut at %zu, want 17.1 s", cut);
+  /* No pause at all: still inside the range, on a frame boundary. */
+  free(x);
+  x = gappy(n, NULL, 0, 1);
+  cut = split_cut(x, 15 * 16000 + 3, 30 * 16000 - 5, scratch);
+  CHECK(cut >= 15 * 16000 + 3 && cut <= 30 * 16000 - 5 && cut % 160 == 0, "cut at %zu", cut);
+  free(x);
+  free(scratch);
+}
+
+typedef struct {
+  const float *x;
+  size_t n, at, chunk;
+} source;
+
+static int source_read(void *user, float *pcm, size_t max, size_t *got) {
+  source *s = user;
+  size_t k = s->n - s->at;
+  if (k > max) k = max;
+  if (k > s->chunk) k = s->chunk;
+  memcpy(pcm, s->x + s->at, k * sizeof *pcm);
+  s->at += k;
+  *got = k;
+  return 0;
+}
+
+/* Splits x into pieces of at most `seconds` read `chunk` samples at a time;
+ * checks the rules; returns the number of pieces and their offsets. */
+static int split_all(const float *x, size_t n, double seconds, size_t chunk, size_t *offsets, int max) {
+  source src = {x, n, 0, chunk};
+  splitter s;
+  CHECK_OK(split_init(&s, seconds, source_read, &src));
+  size_t piece = (size_t)(seconds * 16000), next = 0;
+  int count = 0;
+  for (;;) {
+    const float *pcm;
+    size_t len, offset;
+    bool quiet;
+    CHECK_OK(split_next(&s, &pcm, &len, &offset, &quiet));
+    if (!len) break;
+    CHECK(offset == next, "piece %d at %zu, want %zu", count, offset, next);
+    CHECK(!memcmp(pcm, x + offset, len * sizeof *pcm), "piece %d holds other samples", count);
+    CHECK(len <= piece, "piece %d: %zu samples > %zu", count, len, piece);
+    bool last = offset + len == n;
+    CHECK(last || len >= piece / 2, "piece %d: %zu samples < half", count, len);
+    CHECK(!last || len >= 16000 || n < 16000 || count == 0, "last piece %zu samples", len);
+    CHECK(last || len % 160 == 0, "piece %d: %zu samples, not whole frames", count, len);
+    if (count < max) offsets[count] = offset;
+    count++;
+    next = offset + len;
+  }
+  CHECK(next == n, "pieces cover %zu of %zu samples", next, n);
+  split_free(&s);
+  return count;
+}
+
+static void test_splitter(void) {
+  /* 137.3 s with a pause every 7 s; 20 s pieces. */
+  size_t n = (size_t)(137.3 * 16000);
+  double gaps[19];
+  for (int g = 0; g < 19; g++) gaps[g] = 3.5 + 7 * g;
+  float *x = gappy(n, gaps, 19, 0.01f);
+  size_t off[64], off2[64];
+  int count = split_all(x, n, 20, n, off, 64);
+  CHECK(count >= 7 && count <= 14, "%d pieces", count);
+  for (int i = 1; i < count && i < 64; i++) CHECK(in_gap(off[i], gaps, 19), "cut %d at %zu: no pause", i, off[i]);
+  /* Small, odd reads: the same pieces. */
+  CHECK(split_all(x, n, 20, 999, off2, 64) == count && !memcmp(off, off2, (size_t)count * sizeof *off),
+        "reads of 999 samples split differently");
+  /* Just over a piece: the last one keeps at least 1 s. */
+  split_all(x, 20 * 16000 + 8000, 20, n, off, 64);
+  split_all(x, 20 * 16000, 20, n, off, 64);   /* exactly one piece */
+  CHECK(split_all(x, 5000, 20, n, off, 64) == 1, "a short stream is one piece");
+  CHECK(split_all(x, 0, 20, n, off, 64) == 0, "an empty stream has no pieces");
+  free(x);
+  splitter s;
+  CHECK(split_init(&s, 1.0, source_read, NULL) == STENO_ERR_INVALID, "a 1 s piece is refused");
+  CHECK(split_init(&s, NAN, source_read, NULL) == STENO_ERR_INVALID, "a NaN piece is refused");
+}
+
+static void test_gate(void) {
+  size_t ns, n = 30 * 16000;
+  float *speech = test_speech(&ns);
+  float *x = malloc(n * sizeof *x);
+  double *scratch = malloc((n / 160 + 1) * sizeof *scratch);
+  memset(x, 0, n * sizeof *x);
+  CHECK(split_quiet(x, n, scratch), "digital silence");
+  const float levels[] = {0.0001f, 0.01f, 0.3f}; /* −80, −40, −10 dBFS */
+  for (int l = 0; l < 3; l++) {
+    for (size_t i = 0; i < n; i++) x[i] = levels[l] * noise();
+    CHECK(split_quiet(x, n, scratch), "white noise at %g", levels[l]);
+  }
+  for (size_t i = 0; i < n; i++) x[i] = 0.3f * sinf(2 * (float)M_PI * 50 * (float)i / 16000);
+  CHECK(split_quiet(x, n, scratch), "50 Hz hum");
+  for (size_t i = 0; i < n; i++) x[i] = 0.1f * sinf(2 * (float)M_PI * 440 * (float)i / 16000) + 0.01f * noise();
+  CHECK(split_quiet(x, n, scratch), "a steady tone");
+  CHECK(!split_quiet(speech, ns, scratch), "speech");
+  /* Speech over white noise at an SNR of about 10 dB (noise rms 0.3 of speech's). */
+  double e = 0;
+  size_t voiced = 0;
+  for (size_t i = 0; i < ns; i++)
+    if (fabsf(speech[i]) > 1e-3f) e += (double)speech[i] * speech[i], voiced++;
+  float rms = (float)sqrt(e / (double)voiced);
+  for (size_t i = 0; i < ns; i++) x[i] = speech[i] + 0.3f * rms * 1.73f * noise();
+  CHECK(!split_quiet(x, ns, scratch), "speech at 10 dB SNR");
+  /* One second of speech in 30 s of low noise. */
+  for (size_t i = 0; i < n; i++) x[i] = 0.002f * noise();
+  for (size_t i = 0; i < 16000; i++) x[14 * 16000 + i] += speech[16000 + i];
+  CHECK(!split_quiet(x, n, scratch), "1 s of speech in 30 s of noise");
+  free(x);
+  free(scratch);
+  free(speech);
+}
+
+/* A result with tokens at the given times (ms) and that text. */
+static steno_result *result_of(const char *text, const int64_t *ms, size_t n, double duration) {
+  steno_result *r;
+  CHECK_OK(result_empty(duration, &r));
+  free(r->text);
+  r->text = strdup(text);
+  r->tokens = calloc(n + 1, sizeof *r->tokens);
+  r->words = calloc(n + 1, sizeof *r->words);
+  r->segments = calloc(1, sizeof *r->segments);
+  for (size_t i = 0; i < n; i++) {
+    r->tokens[i] = (steno_token){(int)i, strdup("t"), ms[i], ms[i] + 80, 0.5f};
+    r->words[i] = (steno_word){strdup("w"), ms[i], ms[i] + 80, 0.5f};
+  }
+  r->ntokens = r->nwords = n;
+  if (n) {
+    r->segments[0] = (steno_segment){strdup(text), ms[0], ms[n - 1] + 80};
+    r->nsegments = 1;
+  }
+  r->timings = (steno_timings){1, 2, 3};
+  return r;
+}
+
+static void test_append(void) {
+  steno_result *all;
+  CHECK_OK(result_empty(0, &all));
+  const int64_t a[] = {0, 500, 900}, b[] = {100, 300};
+  CHECK_OK(result_append(all, result_of("one two", a, 3, 20.0), 0));
+  CHECK_OK(result_append(all, result_of("", NULL, 0, 10.0), 20000));
+  CHECK_OK(result_append(all, result_of("three", b, 2, 15.5), 30000));
+  CHECK(!strcmp(steno_result_text(all), "one two three"), "text '%s'", steno_result_text(all));
+  CHECK(steno_result_token_count(all) == 5 && steno_result_word_count(all) == 5, "counts");
+  const int64_t want[] = {0, 500, 900, 30100, 30300};
+  for (size_t i = 0; i < 5; i++) {
+    steno_token t = steno_result_token(all, i);
+    steno_word w = steno_result_word(all, i);
+    CHECK(t.start_ms == want[i] && t.end_ms == want[i] + 80 && w.start_ms == want[i], "token %zu at %lld",
+          i, (long long)t.start_ms);
+  }
+  CHECK(steno_result_segment_count(all) == 2 && steno_result_segment(all, 1).start_ms == 30100 &&
+            !strcmp(steno_result_segment(all, 1).text, "three"),
+        "segments");
+  CHECK(fabs(steno_result_duration(all) - 45.5) < 1e-9, "duration %g", steno_result_duration(all));
+  steno_timings t = steno_result_timings(all);
+  CHECK(t.features_ms == 3 && t.encoder_ms == 6 && t.decoder_ms == 9, "timings add up");
+  steno_result_free(all);
+}
+
+int main(void) {
+  test_cut();
+  test_splitter();
+  test_gate();
+  test_append();
+  return check_done();
+}
