@@ -1,0 +1,145 @@
+/* Parakeet parity with transformers: tiny random-init CTC and TDT models
+ * (tests/fixtures, made by scripts/dump_parakeet.py) — log-mel, encoder
+ * output, head output, token ids, frames and durations, and the text. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/parakeet/parakeet.h"
+#include "steno.h"
+
+/* Log-mel, absolute. transformers computes the STFT in f32: on the synthetic
+ * clip (pure tones, many near-empty bins) its own values are up to 1.9e-4 away
+ * from the exact (f64) features, so that clip gets a looser bound. */
+#define MEL_TOL 1e-4f
+#define MEL_TOL_SYNTH 2.5e-4f
+#define ENC_TOL 1e-3f /* relative to max(1, max|want|) */
+
+/* Tensor `clip.what` of the reference as floats (the file's own memory). */
+static const float *ref_tensor(const gguf_file *ref, const char *clip, const char *what,
+                               size_t *n) {
+  char name[128];
+  snprintf(name, sizeof name, "%s.%s", clip, what);
+  const gguf_tensor *t = gguf_tensor_find(ref, name);
+  CHECK(t && t->type == GGUF_TYPE_F32, "reference tensor %s", name);
+  if (!t) return NULL;
+  *n = t->nelem;
+  return t->data;
+}
+
+static const gguf_kv *ref_key(const gguf_file *ref, const char *clip, const char *what) {
+  char name[128];
+  snprintf(name, sizeof name, "ref.%s.%s", clip, what);
+  const gguf_kv *kv = gguf_find(ref, name);
+  CHECK(kv != NULL, "reference key %s", name);
+  return kv;
+}
+
+/* Largest |got − want| over n values. */
+static float max_abs(const float *got, const float *want, size_t n) {
+  float e = 0;
+  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(got[i] - want[i]));
+  return e;
+}
+
+static void clip(parakeet *m, const gguf_file *ref, const char *name, const char *model) {
+  char what[256];
+  size_t n_pcm, n_mel, n_enc, n_head;
+  const float *pcm = ref_tensor(ref, name, "pcm", &n_pcm);
+  const float *ref_mel = ref_tensor(ref, name, "mel", &n_mel);
+  const float *ref_enc = ref_tensor(ref, name, "encoder_out", &n_enc);
+  bool ctc = m->c.head == HEAD_CTC;
+  const float *ref_head = ref_tensor(ref, name, ctc ? "logits" : "enc_proj", &n_head);
+  if (!pcm || !ref_mel || !ref_enc || !ref_head) return;
+
+  /* Frontend: every frame, the zeroed last one included. */
+  float *mel;
+  size_t frames, valid;
+  CHECK_OK(parakeet_features(m, pcm, n_pcm, &mel, &frames, &valid));
+  uint32_t F = m->c.mels;
+  CHECK(frames * F == n_mel && valid == ref_key(ref, name, "n_frames_valid")->v.u32[0],
+        "%s: %zu frames (%zu valid), reference %zu", name, frames, valid, n_mel / F);
+  snprintf(what, sizeof what, "%s %s: log-mel", model, name);
+  float mel_tol = strcmp(name, "synth") ? MEL_TOL : MEL_TOL_SYNTH;
+  if (frames * F == n_mel) check_abs(what, mel, ref_mel, n_mel, mel_tol);
+  printf("%s max |Δ| %.2e\n", what, frames * F == n_mel ? max_abs(mel, ref_mel, n_mel) : -1.0);
+
+  /* Encoder and head on the reference's features. */
+  float *enc, *head;
+  uint32_t t;
+  CHECK_OK(parakeet_forward(m, ref_mel, (uint32_t)valid, &enc, &head, &t));
+  uint32_t d = m->c.dims.d, t_ref = ref_key(ref, name, "t_enc_valid")->v.u32[0];
+  CHECK(t == t_ref, "%s: %u encoder frames, reference %u", name, t, t_ref);
+  if (t == t_ref && enc) {
+    snprintf(what, sizeof what, "%s %s: encoder output", model, name);
+    check_close(what, enc, ref_enc, (size_t)t * d, ENC_TOL);
+    printf("%s max |Δ| %.2e\n", what, max_abs(enc, ref_enc, (size_t)t * d));
+    uint32_t cols = (uint32_t)(n_head / ref_key(ref, name, "t_enc")->v.u32[0]);
+    uint32_t width = gpu_linear_width(&m->head);
+    float *h = test_floats((size_t)t * cols);
+    for (uint32_t r = 0; r < t; r++) memcpy(h + (size_t)r * cols, head + (size_t)r * width, cols * sizeof *h);
+    snprintf(what, sizeof what, "%s %s: %s", model, name, ctc ? "CTC logits" : "joint encoder projection");
+    check_close(what, h, ref_head, (size_t)t * cols, ENC_TOL);
+    printf("%s max |Δ| %.2e\n", what, max_abs(h, ref_head, (size_t)t * cols));
+    free(h);
+  }
+
+  /* Tokens: ids, frames and durations exactly. */
+  dec_tokens toks = {0};
+  if (head) CHECK_OK(parakeet_decode(m, head, t, &toks));
+  const gguf_kv *ids = ref_key(ref, name, "tokens"), *at = ref_key(ref, name, "token_frames"),
+                *dur = ref_key(ref, name, "token_durations");
+  if (ids && at && dur) {
+    bool same = toks.n == ids->n;
+    for (size_t i = 0; same && i < toks.n; i++)
+      same = toks.v[i].id == ids->v.i32[i] && toks.v[i].frame == at->v.i32[i] &&
+             toks.v[i].frames == dur->v.i32[i];
+    CHECK(same, "%s %s: %zu tokens, reference %zu (or ids/frames/durations differ)", model, name,
+          toks.n, ids->n);
+    if (!same)
+      for (size_t i = 0; i < toks.n || i < ids->n; i++)
+        fprintf(stderr, "  [%zu] got %d@%d+%d  want %d@%d+%d\n", i, i < toks.n ? toks.v[i].id : -1,
+                i < toks.n ? toks.v[i].frame : -1, i < toks.n ? toks.v[i].frames : -1,
+                i < ids->n ? ids->v.i32[i] : -1, i < at->n ? at->v.i32[i] : -1,
+                i < dur->n ? dur->v.i32[i] : -1);
+  }
+  dec_free(&toks);
+
+  /* End to end from the samples, as the API runs it. */
+  steno_result *r = NULL;
+  CHECK_OK(parakeet_transcribe(m, pcm, n_pcm, &r));
+  const gguf_kv *text = ref_key(ref, name, "text");
+  if (r && text)
+    CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "%s %s: text '%s', reference '%s'",
+          model, name, steno_result_text(r), text->v.str[0].s);
+  steno_result_free(r);
+  free(mel);
+  free(enc);
+  free(head);
+}
+
+static void model(const char *file) {
+  char path[512], refpath[512];
+  const char *dir = getenv("STENO_SOURCE_DIR");
+  snprintf(path, sizeof path, "%s/tests/fixtures/%s.gguf", dir ? dir : ".", file);
+  snprintf(refpath, sizeof refpath, "%s/tests/fixtures/%s.ref.gguf", dir ? dir : ".", file);
+  gguf_file *f = NULL, *ref = NULL;
+  CHECK_OK(gguf_open(&f, path));
+  CHECK_OK(gguf_open(&ref, refpath));
+  parakeet *m = NULL;
+  if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  const gguf_kv *clips = ref ? gguf_find(ref, "ref.clips") : NULL;
+  for (size_t i = 0; m && clips && i < clips->n; i++) clip(m, ref, clips->v.str[i].s, file);
+  parakeet_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+}
+
+int main(void) {
+  test_device();
+  model("parakeet_ctc_tiny");
+  model("parakeet_tdt_tiny");
+  return check_done();
+}

@@ -1,0 +1,174 @@
+/* Parakeet's loader on files the tests write themselves in the published
+ * layout: a faithful copy loads and decodes as the original; F16 and Q8_0
+ * copies load and stay close; a missing tensor, a misshaped tensor, a key of
+ * the wrong type and an unknown architecture are errors that name the culprit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_write.h"
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/parakeet/parakeet.h"
+#include "steno.h"
+
+/* What to change while copying. */
+typedef struct {
+  const char *drop;       /* tensor left out */
+  const char *misshape;   /* tensor written with its first dim one smaller */
+  const char *retype_key; /* UINT32 key written as INT32 */
+  const char *arch;       /* general.architecture */
+  uint32_t linear_type;   /* 2-D weights with ne[0] % 32 == 0 converted to this */
+} change;
+
+static void copy_kv(gguf_writer *w, const gguf_kv *kv, const change *c) {
+  const char *k = kv->key;
+  if (c->arch && !strcmp(k, "general.architecture")) return gw_str(w, k, c->arch);
+  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]);
+  if (kv->type == GGUF_VAL_ARRAY && kv->elem_type == GGUF_VAL_STRING) {
+    const char **s = malloc((kv->n + 1) * sizeof *s);
+    for (size_t i = 0; i < kv->n; i++) s[i] = kv->v.str[i].s;
+    gw_arr_str(w, k, s, kv->n);
+    free(s);
+    return;
+  }
+  if (kv->type == GGUF_VAL_ARRAY) return gw_arr(w, k, kv->elem_type, kv->v.data, kv->n);
+  switch (kv->type) {
+    case GGUF_VAL_UINT8: return gw_u8(w, k, kv->v.u8[0]);
+    case GGUF_VAL_INT8: return gw_i8(w, k, kv->v.i8[0]);
+    case GGUF_VAL_UINT16: return gw_u16(w, k, kv->v.u16[0]);
+    case GGUF_VAL_INT16: return gw_i16(w, k, kv->v.i16[0]);
+    case GGUF_VAL_UINT32: return gw_u32(w, k, kv->v.u32[0]);
+    case GGUF_VAL_INT32: return gw_i32(w, k, kv->v.i32[0]);
+    case GGUF_VAL_UINT64: return gw_u64(w, k, kv->v.u64[0]);
+    case GGUF_VAL_INT64: return gw_i64(w, k, kv->v.i64[0]);
+    case GGUF_VAL_FLOAT32: return gw_f32(w, k, kv->v.f32[0]);
+    case GGUF_VAL_FLOAT64: return gw_f64(w, k, kv->v.f64[0]);
+    case GGUF_VAL_BOOL: return gw_bool(w, k, kv->v.b[0]);
+    case GGUF_VAL_STRING: return gw_str(w, k, kv->v.str[0].s);
+  }
+}
+
+static bool is_linear(const gguf_tensor *t) {
+  /* The layers the published files quantize: 2-D weights of the encoder and joint. */
+  return t->n_dims == 2 && t->ne[0] % 32 == 0 && strstr(t->name, ".weight") &&
+         (strstr(t->name, "enc.blocks.") || strstr(t->name, "joint.") || strstr(t->name, "out.weight"));
+}
+
+/* The file at src rewritten through the tests' writer, with changes. */
+static gguf_file *rewrite(const gguf_file *src, const change *c, uint8_t **bytes) {
+  gguf_writer *w = gw_new();
+  for (size_t i = 0; i < src->n_kv; i++) copy_kv(w, &src->kv[i], c);
+  for (size_t i = 0; i < src->n_tensors; i++) {
+    const gguf_tensor *t = &src->tensors[i];
+    if (c->drop && !strcmp(t->name, c->drop)) continue;
+    int64_t ne[4];
+    for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->ne[d];
+    if (c->misshape && !strcmp(t->name, c->misshape)) {
+      ne[0] -= 1;
+      float *x = calloc(t->nelem, sizeof *x);
+      gw_tensor_f32(w, t->name, GGUF_TYPE_F32, (int)t->n_dims, ne, x);
+      free(x);
+    } else if (c->linear_type != GGUF_TYPE_F32 && t->type == GGUF_TYPE_F32 && is_linear(t)) {
+      gw_tensor_f32(w, t->name, c->linear_type, (int)t->n_dims, ne, t->data);
+    } else {
+      gw_tensor(w, t->name, t->type, (int)t->n_dims, ne, t->data, t->nbytes);
+    }
+  }
+  size_t size;
+  gw_write(w, bytes, &size);
+  gw_free(w);
+  gguf_file *f = NULL;
+  CHECK_OK(gguf_open_memory(&f, *bytes, size, "rewritten.gguf"));
+  return f;
+}
+
+/* Loading fails with a message that contains `want`. */
+static void load_fails(const gguf_file *src, const change *c, const char *want) {
+  uint8_t *bytes;
+  gguf_file *f = rewrite(src, c, &bytes);
+  parakeet *m = NULL;
+  int st = f ? parakeet_load(test_device(), f, &m) : -1;
+  CHECK(st != 0 && !m, "loading a file with '%s' changed succeeded", want);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message '%s' does not name '%s'",
+        steno_last_error(), want);
+  parakeet_free(m);
+  gguf_close(f);
+  free(bytes);
+}
+
+/* Loads the rewritten file and decodes the reference clip; returns the encoder output. */
+static float *run_copy(const gguf_file *src, const change *c, const float *pcm, size_t n,
+                       dec_tokens *toks, uint32_t *t) {
+  uint8_t *bytes;
+  gguf_file *f = rewrite(src, c, &bytes);
+  parakeet *m = NULL;
+  float *enc = NULL, *head = NULL, *mel = NULL;
+  size_t frames, valid;
+  if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  if (m) CHECK_OK(parakeet_features(m, pcm, n, &mel, &frames, &valid));
+  if (mel) CHECK_OK(parakeet_forward(m, mel, (uint32_t)valid, &enc, &head, t));
+  if (head) CHECK_OK(parakeet_decode(m, head, *t, toks));
+  free(mel);
+  free(head);
+  parakeet_free(m);
+  gguf_close(f);
+  free(bytes);
+  return enc;
+}
+
+int main(void) {
+  test_device();
+  const char *dir = getenv("STENO_SOURCE_DIR");
+  char path[512], refpath[512];
+  snprintf(path, sizeof path, "%s/tests/fixtures/parakeet_tdt_tiny.gguf", dir ? dir : ".");
+  snprintf(refpath, sizeof refpath, "%s/tests/fixtures/parakeet_tdt_tiny.ref.gguf", dir ? dir : ".");
+  gguf_file *src = NULL, *ref = NULL;
+  CHECK_OK(gguf_open(&src, path));
+  CHECK_OK(gguf_open(&ref, refpath));
+  const gguf_tensor *pcm = ref ? gguf_tensor_find(ref, "speech.pcm") : NULL;
+  const gguf_kv *ids = ref ? gguf_find(ref, "ref.speech.tokens") : NULL;
+  CHECK(pcm && ids, "reference clip");
+  if (!src || !pcm || !ids) return check_done();
+
+  /* A faithful copy decodes exactly as the reference. */
+  change same = {.linear_type = GGUF_TYPE_F32};
+  dec_tokens toks = {0};
+  uint32_t t = 0;
+  float *enc = run_copy(src, &same, pcm->data, pcm->nelem, &toks, &t);
+  bool equal = toks.n == ids->n;
+  for (size_t i = 0; equal && i < toks.n; i++) equal = toks.v[i].id == ids->v.i32[i];
+  CHECK(equal, "copy: %zu tokens, reference %zu", toks.n, ids->n);
+  dec_free(&toks);
+
+  /* F16 and Q8_0 linear layers (as the published quantized files): the same
+   * loader path, an encoder output close to the F32 one. */
+  uint32_t types[] = {GGUF_TYPE_F16, GGUF_TYPE_BF16, GGUF_TYPE_Q8_0};
+  float tol[] = {2e-2f, 1e-1f, 1e-1f};
+  const char *tname[] = {"F16", "BF16", "Q8_0"};
+  for (int i = 0; i < 3 && enc; i++) {
+    change q = {.linear_type = types[i]};
+    uint32_t tq = 0;
+    float *e = run_copy(src, &q, pcm->data, pcm->nelem, &toks, &tq);
+    char what[64];
+    snprintf(what, sizeof what, "%s copy: encoder output vs F32", tname[i]);
+    if (e && tq == t) check_close(what, e, enc, (size_t)t * 64, tol[i]);
+    CHECK(tq == t, "%s copy: %u frames", tname[i], tq);
+    free(e);
+    dec_free(&toks);
+  }
+  free(enc);
+
+  change missing = {.drop = "enc.blocks.1.attn.linear_k.weight"};
+  load_fails(src, &missing, "enc.blocks.1.attn.linear_k.weight");
+  change misshaped = {.misshape = "enc.blocks.0.ff1.linear1.weight"};
+  load_fails(src, &misshaped, "enc.blocks.0.ff1.linear1.weight");
+  change bad_type = {.retype_key = "stt.parakeet.encoder.n_heads"};
+  load_fails(src, &bad_type, "stt.parakeet.encoder.n_heads");
+  change no_joint = {.drop = "joint.out.bias"};
+  load_fails(src, &no_joint, "joint.out.bias");
+  change no_vocab = {.drop = "pred.lstm.1.Wh"};
+  load_fails(src, &no_vocab, "pred.lstm.1.Wh");
+  gguf_close(src);
+  gguf_close(ref);
+  return check_done();
+}
