@@ -45,8 +45,7 @@ static void chain(bool split) {
   free(zero);
 }
 
-static void transfers(void) {
-  gpu_device *d = test_device();
+static void transfers(gpu_device *d) {
   /* Larger than the staging buffer, at an offset. */
   size_t n = (40u << 20) / 4;
   float *x = test_random(n, 3), *y = test_floats(n);
@@ -101,7 +100,17 @@ int main(void) {
   test_device();
   chain(false);
   chain(true);
-  transfers();
+  transfers(test_device());
+  /* The staged path a discrete GPU takes, on whatever device this is. */
+  setenv("STENO_NO_MAP", "1", 1);
+  gpu_device *staged;
+  CHECK_OK(gpu_open(&staged));
+  unsetenv("STENO_NO_MAP");
+  if (staged) {
+    CHECK(!gpu_device_info(staged)->unified, "STENO_NO_MAP ignored");
+    transfers(staged);
+    gpu_close(staged);
+  }
   bad_use();
   device_choice();
   return check_done();

@@ -147,42 +147,35 @@ static int check_range(const gpu_buffer *b, size_t offset, size_t bytes) {
   return 0;
 }
 
-int gpu_upload(gpu_buffer *b, size_t offset, const void *data, size_t bytes) {
-  TRY(check_range(b, offset, bytes));
-  if (b->map) {
-    memcpy((char *)b->map + offset, data, bytes);
-    return 0;
-  }
+/* Copies between host memory and b through the staging buffer, a piece at a time. */
+static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool to_device) {
   gpu_device *d = b->dev;
   int st = 0;
   pthread_mutex_lock(&d->lock);
   for (size_t done = 0; done < bytes && !st;) {
     size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
-    memcpy(d->staging->map, (const char *)data + done, n);
-    st = staged_copy(d, b, offset + done, n, true);
+    char *at = (char *)host + done;
+    if (to_device) memcpy(d->staging->map, at, n);
+    st = staged_copy(d, b, offset + done, n, to_device);
+    if (!st && !to_device) memcpy(at, d->staging->map, n);
     done += n;
   }
   pthread_mutex_unlock(&d->lock);
   return st;
 }
 
+int gpu_upload(gpu_buffer *b, size_t offset, const void *data, size_t bytes) {
+  TRY(check_range(b, offset, bytes));
+  if (!b->map) return staged(b, offset, (void *)data, bytes, true);
+  memcpy((char *)b->map + offset, data, bytes);
+  return 0;
+}
+
 int gpu_download(gpu_buffer *b, size_t offset, void *data, size_t bytes) {
   TRY(check_range(b, offset, bytes));
-  if (b->map) {
-    memcpy(data, (const char *)b->map + offset, bytes);
-    return 0;
-  }
-  gpu_device *d = b->dev;
-  int st = 0;
-  pthread_mutex_lock(&d->lock);
-  for (size_t done = 0; done < bytes && !st;) {
-    size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
-    st = staged_copy(d, b, offset + done, n, false);
-    if (!st) memcpy((char *)data + done, d->staging->map, n);
-    done += n;
-  }
-  pthread_mutex_unlock(&d->lock);
-  return st;
+  if (!b->map) return staged(b, offset, data, bytes, false);
+  memcpy(data, (const char *)b->map + offset, bytes);
+  return 0;
 }
 
 int gpu_buffer_from(gpu_device *d, const void *data, size_t bytes, gpu_buffer **out) {
@@ -374,6 +367,10 @@ int gpu_open(gpu_device **out) {
   }
   d->info = infos[chosen];
   free(infos);
+  /* STENO_NO_MAP=1: buffers in device memory with staged transfers even where
+   * the host could map them (lets a CPU device test the discrete-GPU path). */
+  const char *no_map = getenv("STENO_NO_MAP");
+  if (no_map && !strcmp(no_map, "1")) d->info.unified = false;
   pthread_mutex_init(&d->lock, NULL);
   st = gpu_instance(&d->inst);
   if (!st) {
