@@ -1,12 +1,32 @@
 #include "output.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *out_extension(out_format format) {
+  static const char *ext[] = {"txt", "json", "srt", "vtt"};
+  return ext[format];
+}
+
+int out_write(FILE *f, const steno_result *r, out_format format, const out_info *info) {
+  if (format == OUT_TEXT) out_text(f, r);
+  else if (format == OUT_JSON) out_json(f, r, info);
+  else if (out_subtitles(f, r, format)) return -1;
+  return ferror(f) ? -1 : 0;
+}
 
 void out_text(FILE *f, const steno_result *r) { fprintf(f, "%s\n", steno_result_text(r)); }
 
+/* ---- JSON ---- */
+
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
     if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
     else if (*p == '\n') fputs("\\n", f);
     else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
@@ -15,38 +35,78 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-void out_json(FILE *f, const steno_result *r, const char *model, const char *audio) {
+static double or_zero(double x) { return isfinite(x) ? x : 0; }
+
+static void json_times(FILE *f, const char *sep, int64_t start, int64_t end) {
+  fprintf(f, "%s\n    {\"start_ms\": %lld, \"end_ms\": %lld, ", sep, (long long)start, (long long)end);
+}
+
+void out_json(FILE *f, const steno_result *r, const out_info *info) {
   fputs("{\n  \"text\": ", f);
   json_string(f, steno_result_text(r));
   fputs(",\n  \"model\": ", f);
-  json_string(f, model);
+  json_string(f, info->model);
+  fputs(",\n  \"architecture\": ", f);
+  json_string(f, info->architecture);
   fputs(",\n  \"audio\": ", f);
-  json_string(f, audio);
-  fprintf(f, ",\n  \"duration\": %.3f,\n  \"segments\": [", steno_result_duration(r));
+  json_string(f, info->audio);
+  double duration = steno_result_duration(r);
+  steno_timings t = steno_result_timings(r);
+  fprintf(f, ",\n  \"duration\": %.3f,\n", or_zero(duration));
+  fprintf(f, "  \"timings\": {\"load_ms\": %.1f, \"total_ms\": %.1f, \"features_ms\": %.1f, "
+             "\"encoder_ms\": %.1f, \"decoder_ms\": %.1f, \"realtime\": %.2f},\n",
+          or_zero(info->load_ms), or_zero(info->wall_ms), or_zero(t.features_ms), or_zero(t.encoder_ms),
+          or_zero(t.decoder_ms), info->wall_ms > 0 ? or_zero(duration * 1e3 / info->wall_ms) : 0);
+  fputs("  \"segments\": [", f);
   for (size_t i = 0; i < steno_result_segment_count(r); i++) {
     steno_segment s = steno_result_segment(r, i);
-    fprintf(f, "%s\n    {\"start_ms\": %lld, \"end_ms\": %lld, \"text\": ", i ? "," : "",
-            (long long)s.start_ms, (long long)s.end_ms);
+    json_times(f, i ? "," : "", s.start_ms, s.end_ms);
+    fputs("\"text\": ", f);
     json_string(f, s.text);
     fputc('}', f);
   }
   fputs("\n  ],\n  \"words\": [", f);
   for (size_t i = 0; i < steno_result_word_count(r); i++) {
     steno_word w = steno_result_word(r, i);
-    fprintf(f, "%s\n    {\"start_ms\": %lld, \"end_ms\": %lld, \"p\": %.4f, \"text\": ", i ? "," : "",
-            (long long)w.start_ms, (long long)w.end_ms, w.p);
+    json_times(f, i ? "," : "", w.start_ms, w.end_ms);
+    fprintf(f, "\"p\": %.4f, \"text\": ", or_zero(w.p));
     json_string(f, w.text);
     fputc('}', f);
   }
   fputs("\n  ],\n  \"tokens\": [", f);
   for (size_t i = 0; i < steno_result_token_count(r); i++) {
     steno_token t = steno_result_token(r, i);
-    fprintf(f, "%s\n    {\"id\": %d, \"start_ms\": %lld, \"end_ms\": %lld, \"p\": %.4f, \"text\": ",
-            i ? "," : "", t.id, (long long)t.start_ms, (long long)t.end_ms, t.p);
+    json_times(f, i ? "," : "", t.start_ms, t.end_ms);
+    fprintf(f, "\"id\": %d, \"p\": %.4f, \"text\": ", t.id, or_zero(t.p));
     json_string(f, t.text);
     fputc('}', f);
   }
   fputs("\n  ]\n}\n", f);
+}
+
+/* ---- subtitles ---- */
+
+enum { CUE_CHARS = 80, LINE_CHARS = 42, CUE_MS = 7000, PAUSE_MS = 1000, LINGER_MS = 1500 };
+
+static bool sentence_end(const char *w) {
+  size_t n = strlen(w);
+  if (n >= 3 && !strcmp(w + n - 3, "\xe2\x80\xa6")) return true; /* … */
+  return n && strchr(".?!", w[n - 1]);
+}
+
+/* The words of the next cue: [a, returned). `w` holds the non-empty words. */
+static size_t cue_end(const steno_word *w, size_t a, size_t n) {
+  size_t len = strlen(w[a].text), b = a + 1;
+  if (sentence_end(w[a].text)) return b;
+  for (; b < n; b++) {
+    size_t wl = strlen(w[b].text);
+    if (len + 1 + wl > CUE_CHARS || w[b].end_ms - w[a].start_ms > CUE_MS ||
+        w[b].start_ms - w[b - 1].end_ms > PAUSE_MS)
+      break;
+    len += 1 + wl;
+    if (sentence_end(w[b].text)) return b + 1;
+  }
+  return b;
 }
 
 static void timestamp(FILE *f, long long ms, out_format format) {
@@ -55,42 +115,103 @@ static void timestamp(FILE *f, long long ms, out_format format) {
           format == OUT_SRT ? ',' : '.', ms % 1000);
 }
 
-static void cue(FILE *f, int n, long long a, long long b, const char *text, out_format format) {
-  if (b <= a) b = a + 1;
-  if (format == OUT_SRT) fprintf(f, "%d\n", n);
-  timestamp(f, a, format);
-  fputs(" --> ", f);
-  timestamp(f, b, format);
-  fprintf(f, "\n%s\n\n", text);
-}
-
-void out_subtitles(FILE *f, const steno_result *r, out_format format) {
-  if (format == OUT_VTT) fputs("WEBVTT\n\n", f);
-  char line[512];
-  size_t len = 0;
-  long long start = 0, end = 0;
-  int n = 0;
-  size_t words = steno_result_word_count(r);
-  for (size_t i = 0; i < words; i++) {
-    steno_word w = steno_result_word(r, i);
-    size_t wl = strlen(w.text);
-    if (!wl) continue;
-    if (len && (len + 1 + wl > 80 || w.end_ms - start > 7000 || len + 1 + wl >= sizeof line)) {
-      cue(f, ++n, start, end, line, format);
-      len = 0;
-    }
-    if (!len) start = w.start_ms;
-    if (wl >= sizeof line - 1) wl = sizeof line - 2;
-    if (len) line[len++] = ' ';
-    memcpy(line + len, w.text, wl);
-    len += wl;
-    line[len] = 0;
-    end = w.end_ms;
-    char last = w.text[strlen(w.text) - 1];
-    if (last == '.' || last == '?' || last == '!') {
-      cue(f, ++n, start, end, line, format);
-      len = 0;
+/* Words [a, b) on one line, or on two of nearly equal length. */
+static void cue_text(FILE *f, const steno_word *w, size_t a, size_t b) {
+  size_t total = b - a - 1, split = b;
+  for (size_t i = a; i < b; i++) total += strlen(w[i].text);
+  if (total > LINE_CHARS && b - a > 1) {
+    size_t left = 0, best = (size_t)-1;
+    for (size_t i = a; i + 1 < b; i++) {
+      left += strlen(w[i].text) + (i > a);
+      size_t right = total - left - 1, longer = left > right ? left : right;
+      if (longer < best) best = longer, split = i + 1;
     }
   }
-  if (len) cue(f, ++n, start, end, line, format);
+  for (size_t i = a; i < b; i++) fprintf(f, "%s%s", i == a ? "" : i == split ? "\n" : " ", w[i].text);
+  fputc('\n', f);
+}
+
+int out_subtitles(FILE *f, const steno_result *r, out_format format) {
+  if (format == OUT_VTT) fputs("WEBVTT\n\n", f);
+  size_t n = 0, count = steno_result_word_count(r);
+  steno_word *w = malloc((count + 1) * sizeof *w);
+  if (!w) return -1;
+  for (size_t i = 0; i < count; i++)
+    if (*(w[n] = steno_result_word(r, i)).text) n++;
+  long long audio_end = llround(steno_result_duration(r) * 1e3);
+  int cue = 0;
+  for (size_t a = 0; a < n;) {
+    size_t b = cue_end(w, a, n);
+    long long start = w[a].start_ms, end = w[b - 1].start_ms + LINGER_MS;
+    if (b < n && w[b].start_ms < end) end = w[b].start_ms;
+    if (audio_end > 0 && audio_end < end) end = audio_end;
+    if (end < w[b - 1].end_ms) end = w[b - 1].end_ms;
+    if (end <= start) end = start + 1;
+    if (format == OUT_SRT) fprintf(f, "%d\n", ++cue);
+    timestamp(f, start, format);
+    fputs(" --> ", f);
+    timestamp(f, end, format);
+    fputc('\n', f);
+    cue_text(f, w, a, b);
+    fputc('\n', f);
+    a = b;
+  }
+  free(w);
+  return 0;
+}
+
+/* ---- atomic files ---- */
+
+int out_file_open(out_file *o, const char *path, const char *who) {
+  o->f = NULL;
+  o->path = path;
+  const char *slash = strrchr(path, '/');
+  size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+  o->tmp = malloc(strlen(path) + 32);
+  if (!o->tmp) {
+    fprintf(stderr, "%s: out of memory\n", who);
+    return -1;
+  }
+  /* A hidden name beside the target: the same file system, so rename is atomic. */
+  sprintf(o->tmp, "%.*s.%s.steno-XXXXXX", (int)dir, path, path + dir);
+  int fd = mkstemp(o->tmp);
+  if (fd < 0) {
+    fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
+    free(o->tmp);
+    o->tmp = NULL;
+    return -1;
+  }
+  mode_t mask = umask(0);
+  umask(mask);
+  if (fchmod(fd, 0666 & ~mask) || !(o->f = fdopen(fd, "w"))) {
+    fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
+    close(fd);
+    out_file_discard(o);
+    return -1;
+  }
+  return 0;
+}
+
+int out_file_commit(out_file *o, const char *who) {
+  int bad = ferror(o->f) | fflush(o->f) | fsync(fileno(o->f));
+  int err = errno;
+  bad |= fclose(o->f);
+  o->f = NULL;
+  if (!bad && rename(o->tmp, o->path)) bad = 1, err = errno;
+  if (bad) {
+    fprintf(stderr, "%s: cannot write %s: %s\n", who, o->path, strerror(err ? err : EIO));
+    out_file_discard(o);
+    return -1;
+  }
+  free(o->tmp);
+  o->tmp = NULL;
+  return 0;
+}
+
+void out_file_discard(out_file *o) {
+  if (o->f) fclose(o->f);
+  if (o->tmp) unlink(o->tmp);
+  free(o->tmp);
+  o->f = NULL;
+  o->tmp = NULL;
 }

@@ -1,0 +1,265 @@
+/* steno run: transcribe audio and video files, and write the text, JSON or
+ * subtitles to standard output or (atomically) to files. */
+#include "run.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hub.h"
+#include "output.h"
+#include "steno.h"
+
+const char run_usage[] =
+    "usage: steno run MODEL FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
+    "  MODEL          a .gguf file, or a name pulled with steno pull (parakeet-v3, ...)\n"
+    "  FILE           audio or video: wav, flac, mp3, ogg/opus, m4a/aac, mp4, mkv, webm, ...\n"
+    "                 (any rate and channels; - reads standard input)\n"
+    "  --json         text, segments, words and tokens with times (ms), the model, the\n"
+    "                 audio's duration and timings\n"
+    "  --srt, --vtt   SubRip or WebVTT subtitles\n"
+    "  -o, --output PATH\n"
+    "                 write to PATH instead of standard output, atomically (a complete file\n"
+    "                 or none); when PATH is a directory, and always with several FILEs,\n"
+    "                 each FILE gets PATH/NAME.txt|json|srt|vtt\n"
+    "  -q, --quiet    print nothing but errors (no progress, no warnings)\n"
+    "  -h, --help     this help\n"
+    "Several FILEs to standard output: text gets a '==> FILE <==' line before each, JSON is\n"
+    "an array of one object per FILE; subtitles need -o. A FILE that fails is reported and\n"
+    "the others still run (exit status 1). Long recordings are split at pauses; a progress\n"
+    "bar shows on a terminal for work over 2 s.\n";
+
+typedef struct {
+  out_format format;
+  const char *model, *output;
+  char **files;
+  int nfiles;
+  bool quiet;
+  char **paths; /* per file, with -o: where its transcript goes */
+} run_opts;
+
+/* ---- arguments ---- */
+
+static int usage_error(const char *fmt, const char *arg) {
+  fputs("steno run: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", run_usage);
+  return 2;
+}
+
+/* 0: go on; −1: help printed; 2: a usage error. */
+static int parse(int argc, char **argv, run_opts *o) {
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(run_usage, stdout);
+      return -1;
+    } else if (!strcmp(a, "--json")) o->format = OUT_JSON;
+    else if (!strcmp(a, "--srt")) o->format = OUT_SRT;
+    else if (!strcmp(a, "--vtt")) o->format = OUT_VTT;
+    else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = true;
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+      if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a path", a);
+      o->output = argv[++i];
+    } else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+    else if (!o->model) o->model = a;
+    else o->files[o->nfiles++] = argv[i];
+  }
+  if (!o->model || !o->nfiles) return usage_error("%s", "a model and at least one file, please");
+  for (int i = 0, stdin_uses = 0; i < o->nfiles; i++)
+    if (!strcmp(o->files[i], "-") && ++stdin_uses > 1) return usage_error("%s", "- (standard input) given twice");
+  if (o->nfiles > 1 && !o->output && (o->format == OUT_SRT || o->format == OUT_VTT))
+    return usage_error("%s", "several subtitle files cannot share standard output: use -o DIR");
+  return 0;
+}
+
+/* PATH/NAME.EXT for input `file` (NAME: its base name without extension). */
+static char *path_in(const char *dir, const char *file, out_format format) {
+  const char *base = strcmp(file, "-") ? strrchr(file, '/') : NULL;
+  base = !strcmp(file, "-") ? "stdin" : base ? base + 1 : file;
+  const char *dot = strrchr(base, '.');
+  int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+  size_t size = strlen(dir) + strlen(base) + 16;
+  char *p = malloc(size);
+  if (p) snprintf(p, size, "%s/%.*s.%s", dir, len, base, out_extension(format));
+  return p;
+}
+
+/* Where each transcript goes with -o: PATH itself, or files in directory PATH. */
+static int plan_outputs(run_opts *o) {
+  struct stat st;
+  bool dir = stat(o->output, &st) == 0 && S_ISDIR(st.st_mode);
+  if (!dir && o->nfiles > 1)
+    return usage_error("with several files, -o names an existing directory (%s is not one)", o->output);
+  for (int i = 0; i < o->nfiles; i++) {
+    o->paths[i] = dir ? path_in(o->output, o->files[i], o->format) : strdup(o->output);
+    if (!o->paths[i]) return usage_error("%s", "out of memory");
+    for (int j = 0; j < i; j++)
+      if (!strcmp(o->paths[i], o->paths[j]))
+        return usage_error("two inputs would both be written to %s", o->paths[i]);
+  }
+  return 0;
+}
+
+/* ---- interruption, quiet, progress ---- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig) { interrupted = sig; }
+
+static int should_abort(void *user) {
+  (void)user;
+  return interrupted != 0;
+}
+
+/* A first Ctrl-C stops after the current piece; a second one kills. */
+static void catch_signals(void) {
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+static void errors_only(int level, const char *message, void *user) {
+  (void)user;
+  if (level == STENO_LOG_ERROR) fprintf(stderr, "steno: %s\n", message);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+  const char *name;
+  double start, seconds; /* when the file began; its length (0: unknown) */
+  bool shown;
+} progress;
+
+static void show_progress(float done, void *user) {
+  progress *p = user;
+  double spent = now() - p->start;
+  if (done >= 1.0f || spent < 2.0 || p->seconds <= 0 || done <= 0) {
+    if (done >= 1.0f && p->shown) fputs("\r\033[K", stderr);
+    return;
+  }
+  char bar[25];
+  int fill = (int)(done * 24);
+  for (int i = 0; i < 24; i++) bar[i] = i < fill ? '#' : '.';
+  bar[24] = 0;
+  double eta = spent * (1 - done) / done;
+  size_t len = strlen(p->name);
+  const char *name = len > 32 ? p->name + len - 32 : p->name; /* its end says most */
+  fprintf(stderr, "\r\033[K%s%s [%s] %3d%%  %.1f× realtime  ETA %d:%02d", len > 32 ? "…" : "", name, bar,
+          (int)(done * 100), done * p->seconds / spent, (int)eta / 60, (int)eta % 60);
+  p->shown = true;
+}
+
+/* ---- one file ---- */
+
+static int transcribe(steno_model *m, const char *file, bool quiet, steno_result **r, double *ms) {
+  double t0 = now();
+  steno_audio *a;
+  if (steno_audio_open(file, &a)) {
+    fprintf(stderr, "steno run: %s\n", steno_last_error());
+    return 1;
+  }
+  progress bar = {strcmp(file, "-") ? file : "standard input", t0, steno_audio_duration(a), false};
+  steno_transcribe_params p = steno_transcribe_default_params();
+  if (!quiet && isatty(STDERR_FILENO)) p.progress = show_progress, p.progress_user = &bar;
+  p.abort = should_abort;
+  int st = steno_transcribe_audio(m, a, &p, r);
+  steno_audio_close(a);
+  if (bar.shown) fputs("\r\033[K", stderr);
+  *ms = (now() - t0) * 1e3;
+  if (st == STENO_ERR_ABORTED) return 128 + interrupted;
+  if (st) fprintf(stderr, "steno run: %s\n", steno_last_error());
+  return st ? 1 : 0;
+}
+
+static int write_file(const char *path, const steno_result *r, out_format format, const out_info *info) {
+  out_file f;
+  if (out_file_open(&f, path, "steno run")) return 1;
+  if (out_write(f.f, r, format, info)) {
+    fprintf(stderr, "steno run: cannot write %s\n", path);
+    out_file_discard(&f);
+    return 1;
+  }
+  return out_file_commit(&f, "steno run") ? 1 : 0;
+}
+
+/* Standard output: a header line per file (text) or an array (JSON) when
+ * there are several. */
+static int write_stdout(const run_opts *o, int i, int written, const steno_result *r, const out_info *info) {
+  if (o->nfiles > 1 && o->format == OUT_TEXT) printf("%s==> %s <==\n", written ? "\n" : "", o->files[i]);
+  if (o->nfiles > 1 && o->format == OUT_JSON) fputs(written ? "," : "[\n", stdout);
+  int st = out_write(stdout, r, o->format, info);
+  if (fflush(stdout) || st) {
+    fprintf(stderr, "steno run: could not write to standard output\n");
+    return 1;
+  }
+  return 0;
+}
+
+static int run_files(steno_model *m, const run_opts *o, double load_ms) {
+  int failed = 0, written = 0;
+  for (int i = 0; i < o->nfiles && !interrupted; i++) {
+    steno_result *r;
+    out_info info = {o->model, steno_model_architecture(m), o->files[i], load_ms, 0};
+    int st = transcribe(m, o->files[i], o->quiet, &r, &info.wall_ms);
+    if (st > 128) break;
+    if (!st) {
+      st = o->paths ? write_file(o->paths[i], r, o->format, &info) : write_stdout(o, i, written, r, &info);
+      steno_result_free(r);
+      written += !st;
+    }
+    failed |= st != 0;
+  }
+  if (written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("]\n", stdout);
+  if (!written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("[]\n", stdout);
+  if (interrupted) {
+    fprintf(stderr, "steno run: interrupted\n");
+    return 128 + interrupted; /* as if the signal had killed it */
+  }
+  return failed;
+}
+
+static int load_and_run(const run_opts *o) {
+  const char *path = hub_resolve(o->model); /* a path, or a name pulled into the cache */
+  if (!path) return 1;
+  if (o->quiet) steno_set_log(errors_only, NULL);
+  catch_signals();
+  double t0 = now();
+  steno_model *m;
+  if (steno_model_load(path, NULL, &m)) {
+    fprintf(stderr, "steno run: %s\n", steno_last_error());
+    return 1;
+  }
+  int st = run_files(m, o, (now() - t0) * 1e3);
+  steno_model_free(m);
+  return st;
+}
+
+int run_main(int argc, char **argv) {
+  run_opts o = {.format = OUT_TEXT};
+  o.files = calloc((size_t)argc, sizeof *o.files);
+  o.paths = calloc((size_t)argc, sizeof *o.paths);
+  int st = o.files && o.paths ? parse(argc, argv, &o) : (fputs("steno run: out of memory\n", stderr), 1);
+  if (!st && o.output) st = plan_outputs(&o);
+  if (!o.output) {
+    free(o.paths);
+    o.paths = NULL;
+  }
+  if (!st) st = load_and_run(&o);
+  for (int i = 0; o.paths && i < o.nfiles; i++) free(o.paths[i]);
+  free(o.paths);
+  free(o.files);
+  return st < 0 ? 0 : st;
+}
