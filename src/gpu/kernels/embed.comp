@@ -1,0 +1,43 @@
+#version 450
+// embed (portable): a token's embedding, row `id` of a table kept as a
+// linear layer's weight W [n][k] (the same table is the tied output head):
+//   c[c_off + i] = W[id][i] + pos[pos_off + i] + bias[i]   for i < k
+// pos    f32 (binding 0): learned positions; not read when has_pos = 0
+// bias   f32 (binding 1): the table's biases (zeros for a table without),
+//        read at 0..k (the host checks k ≤ n + dual)
+// c      f32 (binding 2)
+// W      [n][wk] in its GGUF type (binding 3), scales (binding 4, Q8_0): as
+//        gemm.comp (wk = k rounded up to 32). W is converted to f32 exactly;
+//        the sum is in f32.
+// One invocation per value, workgroups of 256.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint WTYPE = 0;
+
+layout(std430, binding = 0) readonly buffer Pos { float pos[]; };
+layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(std430, binding = 3) readonly buffer W { uint w[]; };
+layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
+
+layout(push_constant) uniform Push {
+  uint id, k, has_pos, pos_off, c_off, wk;
+} p;
+
+// W's value number i (row-major) as f32.
+float weight(uint i) {
+  if (WTYPE == W_F32) return uintBitsToFloat(w[i]);
+  if (WTYPE == W_F16) return unpackHalf2x16(w[i / 2])[i % 2];
+  if (WTYPE == W_BF16) return unpack_bf16(w[i / 2])[i % 2];
+  return q8_scale(scales, i / 32) * float(bitfieldExtract(int(w[i / 4]), int(8 * (i % 4)), 8));
+}
+
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i >= p.k) return;
+  float v = weight(p.id * p.wk + i);
+  if (p.has_pos != 0) v += pos[p.pos_off + i];
+  c[p.c_off + i] = v + bias[i];
+}
