@@ -55,11 +55,21 @@ check "m4a on standard input" test -s "$tmp/pipe.txt"
 
 # ---- a long recording: pieces, JSON, subtitles ----
 # 150 s: the clip with pauses of 0.4-1.6 s, and 20 s of silence in the middle.
-for i in 1 2 3 4 5 6 7; do sox "$tmp/clip.wav" "$tmp/p$i.wav" pad 0 "0.$((i * 2))" 2>/dev/null; done
+i=0
+for pause in 0.4 0.6 0.8 1.0 1.2 1.4 1.6; do sox "$tmp/clip.wav" "$tmp/p$((i += 1)).wav" pad 0 $pause; done
 sox "$tmp"/p[1-7].wav "$tmp/block.wav"
 sox "$tmp/block.wav" "$tmp/block.wav" "$tmp/block.wav" "$tmp/half.wav"
 sox "$tmp/half.wav" "$tmp/long.wav" pad 0 20 repeat 1
 sox "$tmp/long.wav" "$tmp/long.flac" trim 0 150
+sox "$tmp/long.flac" "$tmp/long150.wav"
+mkfifo "$tmp/fifo"
+# Feeds a file through the FIFO, a third first and the rest 2.5 s later: the work then
+# takes over 2 s on any device. (FLAC: its header gives the length, which a WAV header
+# read from a pipe does not, for FFmpeg; without a length there is no percentage to show.)
+slow_feed() { # file
+  local first=$(($(stat -c %s "$1") / 3))
+  (head -c $first "$1"; sleep 2.5; tail -c +$((first + 1)) "$1") >"$tmp/fifo" &
+}
 "$steno" run "$m" "$tmp/long.flac" --json >"$tmp/long.json" 2>"$tmp/err"
 check "long JSON" python3 -c '
 import json, sys
@@ -110,8 +120,10 @@ for i, c in enumerate(cues, 1):
 assert got == [w for w in words if w], "cue words differ from the JSON's words"
 PY
 }
-script -qec "'$steno' run '$m' '$tmp/long.flac' --srt -o '$tmp/long.srt'" /dev/null >"$tmp/tty.log" 2>&1
+"$steno" run "$m" "$tmp/long.flac" --srt -o "$tmp/long.srt" >/dev/null 2>"$tmp/err"
 check "SRT" validate_subs "$tmp/long.srt" srt
+slow_feed "$tmp/long.flac"
+script -qec "'$steno' run '$m' '$tmp/fifo' -o '$tmp/bar.txt'" /dev/null >"$tmp/tty.log" 2>&1
 check "progress bar on a terminal" grep -q "realtime.*ETA" "$tmp/tty.log"
 "$steno" run "$m" "$tmp/long.flac" --vtt >"$tmp/long.vtt" 2>"$tmp/err"
 check "VTT" validate_subs "$tmp/long.vtt" vtt
@@ -156,10 +168,13 @@ echo old >"$tmp/keep/out.txt"
 "$steno" run "$m" "$tmp/broken.mp3" -o "$tmp/keep/out.txt" >/dev/null 2>"$tmp/err"
 check "failed input: the old file kept, nothing else" test $? -eq 1 -a "$(cat "$tmp/keep/out.txt")" = old \
   -a "$(ls -A "$tmp/keep")" = out.txt
-"$steno" run "$m" "$tmp/long.flac" -o "$tmp/keep/long.txt" >/dev/null 2>"$tmp/err" &
+# Interrupted while the input is still arriving: it stops after the piece at hand.
+"$steno" run "$m" "$tmp/fifo" -o "$tmp/keep/long.txt" >/dev/null 2>"$tmp/err" &
 pid=$!
-sleep 1.5
+exec 3>"$tmp/fifo"
+head -c 1500000 "$tmp/long150.wav" >&3 # 47 s
 kill -TERM $pid # (a background job ignores SIGINT; steno treats both alike)
+exec 3>&-
 wait $pid
 rc=$?
 check "interrupted: exit 143, no file" test $rc -eq 143 -a "$(ls -A "$tmp/keep")" = out.txt
@@ -169,7 +184,8 @@ check "-o replaces the old file" cmp -s "$tmp/keep/out.txt" "$tmp/file.txt"
 # ---- --quiet, --help ----
 STENO_LOG=debug "$steno" run "$m" "$tmp/clip.wav" >/dev/null 2>"$tmp/err"
 check "STENO_LOG=debug says something" test -s "$tmp/err"
-STENO_LOG=debug script -qec "'$steno' run '$m' '$tmp/long.flac' --quiet -o '$tmp/q.txt'" /dev/null >"$tmp/tty.log" 2>&1
+slow_feed "$tmp/long.flac"
+STENO_LOG=debug script -qec "'$steno' run '$m' '$tmp/fifo' --quiet -o '$tmp/q.txt'" /dev/null >"$tmp/tty.log" 2>&1
 check "--quiet: no log, no progress" test ! -s "$tmp/tty.log" -a -s "$tmp/q.txt"
 for cmd in run bench devices info pull list rm; do
   "$steno" $cmd --help >"$tmp/help" 2>"$tmp/err"
