@@ -93,7 +93,7 @@ static int rd_u64(reader *r, uint64_t *v, const char *what) { return rd(r, v, 8,
 
 /* A length-prefixed string, copied NUL-terminated into the pool. */
 static int rd_str(reader *r, gguf_str *out, const char *what) {
-  uint64_t len;
+  uint64_t len = 0;
   TRY(rd_u64(r, &len, what));
   if (len > left(r))
     return fail(r, "file truncated: %s of %llu bytes at offset %zu, %zu left", what,
@@ -110,7 +110,7 @@ static int rd_str(reader *r, gguf_str *out, const char *what) {
 
 /* A key or tensor name: non-empty, no NUL inside (lookups are by C string). */
 static int rd_name(reader *r, const char **out, const char *what) {
-  gguf_str s;
+  gguf_str s = {0};
   TRY(rd_str(r, &s, what));
   if (s.len == 0) return fail(r, "empty %s", what);
   if (strlen(s.s) != s.len) return fail(r, "%s contains a NUL byte", what);
