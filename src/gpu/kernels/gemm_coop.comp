@@ -6,7 +6,7 @@
 // Rounding: W is converted to f16 on its way into shared memory (exact for
 // F16; BF16 values outside f16's range lose precision; Q8_0's d·q is rounded
 // to f16, as ggml does). a is split into f16 hi + lo parts, both multiplied,
-// so it keeps ~22 bits. Products accumulate in f32 (16×16×16 tiles).
+// so it keeps ~21 bits (within f16's exponent range: |a| ≥ 2^-14 for hi). Products accumulate in f32 (16×16×16 tiles).
 //
 // Tile: 64 rows × 64 outputs per workgroup of 4 subgroups of 32 lanes (the
 // probe checks the lane count); each subgroup owns 32×32 = 2×2 matrices.
@@ -70,9 +70,12 @@ void main() {
     for (uint e = tid; e < BM * BK; e += 128) {
       uint r = e / BK, col = e % BK;
       float v = row0 + r < p.m && k0 + col < p.k ? a[(row0 + r) * p.lda + k0 + col] : 0.0;
-      float16_t hi = float16_t(v);
-      sa_hi[e] = hi;
-      sa_lo[e] = float16_t(v - float(hi));
+      // hi keeps the top 11 significant bits by masking the bits (a float16
+      // round trip may be optimized away: NVIDIA's compiler did that in attend),
+      // so v − hi is exact and lo holds the rest.
+      float hi = uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u);
+      sa_hi[e] = float16_t(hi);
+      sa_lo[e] = float16_t(v - hi);
     }
     for (uint e = tid; e < BN * BK / 2; e += 128) {
       uint r = e / (BK / 2), col = (e % (BK / 2)) * 2;
