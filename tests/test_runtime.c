@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/internal.h"
 #include "gpu_test.h"
 #include "steno.h"
 
@@ -96,6 +97,39 @@ static void device_choice(void) {
   free(infos);
 }
 
+/* With STENO_VALIDATE=1, an error from the validation layer fails the next call
+ * with its message (the layer is injected a message here, as it would report one). */
+static void validation(void) {
+  setenv("STENO_VALIDATE", "1", 1);
+  gpu_device *d = NULL;
+  int st = gpu_open(&d);
+  unsetenv("STENO_VALIDATE");
+  CHECK(st == 0, "with the validation layer: %s (apt-get install vulkan-validationlayers)",
+        steno_last_error());
+  if (!d) return;
+  PFN_vkSubmitDebugUtilsMessageEXT submit =
+      (PFN_vkSubmitDebugUtilsMessageEXT)vkGetInstanceProcAddr(d->inst, "vkSubmitDebugUtilsMessageEXT");
+  CHECK(submit != NULL, "vkSubmitDebugUtilsMessageEXT");
+  gpu_rec *rec;
+  CHECK_OK(gpu_rec_new(d, &rec));
+  CHECK_OK(gpu_rec_begin(rec));
+  CHECK_OK(gpu_rec_run(rec)); /* nothing wrong yet */
+  VkDebugUtilsMessengerCallbackDataEXT msg = {
+      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CALLBACK_DATA_EXT,
+      .pMessage = "injected: a descriptor is not bound"};
+  if (submit)
+    submit(d->inst, VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+           VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT, &msg);
+  CHECK_OK(gpu_rec_begin(rec));
+  st = gpu_rec_run(rec);
+  CHECK(st == STENO_ERR_GPU && strstr(steno_last_error(), "injected"),
+        "validation error became %d: %s", st, steno_last_error());
+  CHECK_OK(gpu_rec_begin(rec));
+  CHECK_OK(gpu_rec_run(rec)); /* reported once */
+  gpu_rec_free(rec);
+  gpu_close(d);
+}
+
 int main(void) {
   test_device();
   chain(false);
@@ -113,5 +147,6 @@ int main(void) {
   }
   bad_use();
   device_choice();
+  validation();
   return check_done();
 }

@@ -48,6 +48,11 @@ static bool has_extension(const VkExtensionProperties *ext, uint32_t n, const ch
   return false;
 }
 
+bool gpu_validating(void) {
+  const char *validate = getenv("STENO_VALIDATE");
+  return validate && *validate && strcmp(validate, "0");
+}
+
 int gpu_instance(VkInstance *out) {
   VkApplicationInfo app = {
       .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -57,10 +62,12 @@ int gpu_instance(VkInstance *out) {
   VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                              .pApplicationInfo = &app};
   const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
-  const char *validate = getenv("STENO_VALIDATE");
-  if (validate && *validate && strcmp(validate, "0")) {
+  const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  if (gpu_validating()) {
     ci.enabledLayerCount = 1;
     ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = ext;
   }
   VkResult r = vkCreateInstance(&ci, NULL, out);
   if (r == VK_ERROR_LAYER_NOT_PRESENT)

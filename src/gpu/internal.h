@@ -43,6 +43,9 @@ struct gpu_device {
   gpu_buffer *staging;
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
+  VkDebugUtilsMessengerEXT messenger; /* with STENO_VALIDATE */
+  char invalid[512];  /* the first validation error since the last check */
+  pthread_mutex_t invalid_lock; /* its own: messages arrive inside Vulkan calls made under `lock` */
   bool coop;       /* cooperative matrices and f16 arithmetic enabled at creation */
   bool fast_gemm;  /* the cooperative-matrix GEMM passed its probe */
   bool use_fast;   /* ... and is used (gpu_set_fast) */
@@ -53,6 +56,10 @@ void gpu_probe_fast(gpu_device *dev);
 
 int gpu_vk_error(VkResult r, const char *what);
 int gpu_instance(VkInstance *out);
+bool gpu_validating(void); /* STENO_VALIDATE is set */
+
+/* STENO_ERR_GPU with the validation layer's first error since the last call, or 0. */
+int gpu_check_valid(gpu_device *dev);
 void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info);
 int gpu_choose(const gpu_info *infos, int n, int *chosen);
 

@@ -276,6 +276,7 @@ int gpu_rec_run(gpu_rec *r) {
   int n = r->sub + 1;
   VkResult vr = vkWaitForFences(r->d->dev, (uint32_t)n, r->fence, VK_TRUE, UINT64_MAX);
   if (vr != VK_SUCCESS) return r->status = gpu_vk_error(vr, "waiting for the GPU");
+  if ((r->status = gpu_check_valid(r->d))) return r->status;
   const uint32_t *marks = r->marks->map;
   for (int i = 0; i < n; i++)
     if (marks[i] != r->call)

@@ -161,7 +161,7 @@ static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool t
     done += n;
   }
   pthread_mutex_unlock(&d->lock);
-  return st;
+  return st ? st : gpu_check_valid(d);
 }
 
 int gpu_upload(gpu_buffer *b, size_t offset, const void *data, size_t bytes) {
@@ -263,6 +263,49 @@ int gpu_kernel_get(gpu_device *d, const char *name, const uint32_t *spec, int ns
 }
 
 /* ---- the device ---- */
+
+/* The validation layer's errors become the next call's error. */
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data,
+                                                 void *user) {
+  (void)type;
+  gpu_device *d = user;
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    log_warn("Vulkan validation: %s", data->pMessage);
+    pthread_mutex_lock(&d->invalid_lock);
+    if (!d->invalid[0]) snprintf(d->invalid, sizeof d->invalid, "%s", data->pMessage);
+    pthread_mutex_unlock(&d->invalid_lock);
+  }
+  return VK_FALSE;
+}
+
+static int messenger(gpu_device *d) {
+  PFN_vkCreateDebugUtilsMessengerEXT create =
+      (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(d->inst, "vkCreateDebugUtilsMessengerEXT");
+  if (!create) return err_set(STENO_ERR_GPU, "STENO_VALIDATE: no VK_EXT_debug_utils");
+  VkDebugUtilsMessengerCreateInfoEXT ci = {
+      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+      .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+      .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+      .pfnUserCallback = on_message,
+      .pUserData = d};
+  VkResult r = create(d->inst, &ci, NULL, &d->messenger);
+  return r == VK_SUCCESS ? 0 : gpu_vk_error(r, "vkCreateDebugUtilsMessengerEXT");
+}
+
+int gpu_check_valid(gpu_device *d) {
+  int st = 0;
+  pthread_mutex_lock(&d->invalid_lock);
+  if (d->invalid[0]) {
+    st = err_set(STENO_ERR_GPU, "Vulkan validation error: %s", d->invalid);
+    d->invalid[0] = 0;
+  }
+  pthread_mutex_unlock(&d->invalid_lock);
+  return st;
+}
 
 static int device_create(gpu_device *d) {
   uint32_t nq = 0;
@@ -372,7 +415,9 @@ int gpu_open(gpu_device **out) {
   const char *no_map = getenv("STENO_NO_MAP");
   if (no_map && !strcmp(no_map, "1")) d->info.unified = false;
   pthread_mutex_init(&d->lock, NULL);
+  pthread_mutex_init(&d->invalid_lock, NULL);
   st = gpu_instance(&d->inst);
+  if (!st && gpu_validating()) st = messenger(d);
   if (!st) {
     uint32_t count = 0;
     vkEnumeratePhysicalDevices(d->inst, &count, NULL);
@@ -410,8 +455,14 @@ void gpu_close(gpu_device *d) {
     vkDestroyDevice(d->dev, NULL);
   }
   free(d->kernels);
+  if (d->messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+        d->inst, "vkDestroyDebugUtilsMessengerEXT");
+    if (destroy) destroy(d->inst, d->messenger, NULL);
+  }
   if (d->inst) vkDestroyInstance(d->inst, NULL);
   pthread_mutex_destroy(&d->lock);
+  pthread_mutex_destroy(&d->invalid_lock);
   free(d);
 }
 
