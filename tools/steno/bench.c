@@ -5,10 +5,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "hub.h"
 #include "steno.h"
 
 static const char usage[] =
-    "usage: steno bench MODEL.gguf AUDIO [-n RUNS]\n"
+    "usage: steno bench MODEL AUDIO [-n RUNS]\n"
     "  Loads the model, transcribes AUDIO once (first call) and RUNS more times\n"
     "  (default 10), and prints load time, first-call and warm latency (median,\n"
     "  min, max), the stages' medians, × realtime and peak GPU memory.\n";
@@ -55,6 +56,8 @@ int bench_main(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
+  /* MODEL may be a path or a downloaded model's name (steno pull). */
+  if (!(model = hub_resolve(model))) return 1;
   float *pcm;
   size_t n;
   if (steno_audio_load(audio, &pcm, &n)) {
