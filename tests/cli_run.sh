@@ -99,7 +99,9 @@ expect_error "missing audio" "cannot open" "$m" "$tmp/none.wav"
 expect_error "truncated wav" "wav" "$m" "$tmp/truncated.wav"
 expect_error "wav without fmt" "fmt" "$m" "$tmp/nofmt.wav"
 expect_error "truncated model" "truncated.gguf" "$tmp/truncated.gguf" "$tmp/clip.wav"
-expect_error "not a model" "gguf" "$tmp/clip.wav" "$tmp/clip.wav"
+# A .gguf name is always taken for the model (a WAV first is an input for the default model).
+cp "$tmp/clip.wav" "$tmp/notmodel.gguf"
+expect_error "not a model" "gguf" "$tmp/notmodel.gguf" "$tmp/clip.wav"
 expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_tiny.ref.gguf" "$tmp/clip.wav"
 "$steno" run "$m" >/dev/null 2>&1
 if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi

@@ -13,8 +13,9 @@ static const char usage[] =
     "steno " STENO_VERSION " — speech to text on any GPU\n"
     "\n"
     "usage:\n"
-    "  steno run MODEL FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
-    "                         transcribe audio or video files (any format, any length)\n"
+    "  steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
+    "                         transcribe audio or video files (any format, any length);\n"
+    "                         no MODEL: the bundled tiny English model (synthetic speech)\n"
     "  steno bench MODEL.gguf AUDIO [-n RUNS]\n"
     "                         time loading, the first call and warm calls\n"
     "  steno devices          list the Vulkan devices and their features\n"
@@ -28,7 +29,8 @@ static const char usage[] =
     "\n"
     "environment:\n"
     "  STENO_DEVICE   pick a device by index or by part of its name\n"
-    "  STENO_LOG      error, warn, info or debug (default warn)\n";
+    "  STENO_LOG      error, warn, info or debug (default warn)\n"
+    "  STENO_MODEL    the model steno run uses when none is named\n";
 
 static int is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 

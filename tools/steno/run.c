@@ -10,13 +10,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "default_model.h"
 #include "hub.h"
 #include "output.h"
 #include "steno.h"
 
 const char run_usage[] =
-    "usage: steno run MODEL FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
-    "  MODEL          a .gguf file, or a name pulled with steno pull (parakeet-v3, ...)\n"
+    "usage: steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
+    "  MODEL          a .gguf file, or a name pulled with steno pull (parakeet-v3, ...);\n"
+    "                 left out: $STENO_MODEL, else the bundled " DEFAULT_MODEL_FILE ", a tiny\n"
+    "                 English model trained on synthetic (espeak-ng) speech only\n"
     "  FILE           audio or video: wav, flac, mp3, ogg/opus, m4a/aac, mp4, mkv, webm, ...\n"
     "                 (any rate and channels; - reads standard input)\n"
     "  --json         text, segments, words and tokens with times (ms), the model, the\n"
@@ -51,7 +54,7 @@ static int usage_error(const char *fmt, const char *arg) {
   return 2;
 }
 
-/* 0: go on; −1: help printed; 2: a usage error. */
+/* 0: go on; −1: help printed; 2: a usage error; 1: no default model. */
 static int parse(int argc, char **argv, run_opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -68,6 +71,12 @@ static int parse(int argc, char **argv, run_opts *o) {
     } else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
     else if (!o->model) o->model = a;
     else o->files[o->nfiles++] = argv[i];
+  }
+  if (o->model && default_model_applies(o->model)) { /* steno run FILE...: the default model */
+    memmove(o->files + 1, o->files, (size_t)o->nfiles * sizeof *o->files);
+    o->files[0] = (char *)o->model;
+    o->nfiles++;
+    if (!(o->model = default_model_path())) return 1;
   }
   if (!o->model || !o->nfiles) return usage_error("%s", "a model and at least one file, please");
   for (int i = 0, stdin_uses = 0; i < o->nfiles; i++)
