@@ -49,7 +49,7 @@ EVAL_VARIANTS = ["m6", "f4", "klatt2", "klatt3", "Andy", "belinda", "edward2", "
                  "Gene2", "sandro"]
 # Speaking rates (espeak-ng -s, words per minute): evaluation uses a band that
 # training never sees.
-TRAIN_RATES = [(115, 160), (186, 225)]
+TRAIN_RATES = [(115, 160), (186, 215)]
 EVAL_RATES = [(162, 184)]
 
 ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "

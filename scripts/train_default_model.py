@@ -47,7 +47,10 @@ import default_model_data as data  # noqa: E402
 MODEL = dict(hidden_size=192, num_hidden_layers=8, num_attention_heads=4, intermediate_size=768,
              conv_kernel_size=9, subsampling_conv_channels=128, num_mel_bins=80,
              attention_bias=True, convolution_bias=True, scale_input=False)
+# For training on a CPU: about 1.8 M parameters.
+SMALL_MODEL = dict(MODEL, hidden_size=128, num_hidden_layers=4, intermediate_size=512, subsampling_conv_channels=64)
 TINY_MODEL = dict(MODEL, hidden_size=64, num_hidden_layers=2, intermediate_size=256, subsampling_conv_channels=32)
+SIZES = {"base": MODEL, "small": SMALL_MODEL, "tiny": TINY_MODEL}
 NO_DROPOUT = dict(dropout=0.0, dropout_positions=0.0, layerdrop=0.0, activation_dropout=0.0, attention_dropout=0.0)
 GGUF_NAME = "steno-en-tiny-ctc"
 
@@ -67,8 +70,8 @@ def synth_worker(wid: int, n_workers: int, a: dict, shard_dir: str, stop) -> Non
     d = Path(shard_dir)
     if wid == 0:
         data.save_shard(d / "eval.npz", data.make_shard(a["seed"], 0, a["n_eval"], True, a["espeak"], gen))
-    k = wid
-    while k < a["max_shards"] and not stop.is_set():
+    k, parent = wid, os.getppid()
+    while k < a["max_shards"] and not stop.is_set() and os.getppid() == parent:   # ends with its parent
         data.save_shard(d / f"train_{k:05d}.npz",
                         data.make_shard(a["seed"], k, a["shard_size"], False, a["espeak"], gen))
         k += n_workers
@@ -137,11 +140,15 @@ class Pool:
             new += 1
         return new
 
-    def batches(self, rng: np.random.Generator, budget: int, max_pad: int):
+    def batches(self, rng: np.random.Generator, budget: int, max_pad: int, max_len: int | None = None):
         """Index lists of similar length whose padded size (with up to max_pad
-        samples of added silence) stays within budget samples."""
+        samples of added silence) stays within budget samples; only utterances
+        of at most max_len samples when given."""
         n = len(self.lens)
         pick = rng.choice(n, size=min(n, 4096), replace=False)
+        if max_len is not None:
+            short = pick[np.asarray(self.lens)[pick] <= max_len]
+            pick = short if len(short) >= 64 else pick
         lens = np.asarray(self.lens)[pick]
         order = pick[np.argsort(lens, kind="stable")]
         out, cur, longest = [], [], 0
@@ -365,6 +372,16 @@ def lr_at(progress: float, step: int, peak: float, warmup: int) -> float:
     return peak * w * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+def curriculum_len(progress: float) -> int | None:
+    """Short, clean utterances first: CTC finds its alignments there far sooner
+    (a first run on everything at once stayed on the blank plateau)."""
+    if progress < 0.08:
+        return 16000 * 3
+    if progress < 0.2:
+        return 16000 * 6
+    return None
+
+
 def wait_for(path: Path, procs, timeout: float) -> None:
     t0 = time.time()
     while not path.exists():
@@ -389,18 +406,21 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
     done = False
     while not done:
         pool.poll(shard_dir)
-        for idx in pool.batches(rng, int(a.batch_seconds * 16000), 16000 * 7 // 10):
+        progress = (time.time() - t0) / a.train_seconds if a.steps is None else step / a.steps
+        for idx in pool.batches(rng, int(a.batch_seconds * 16000), 16000 * 7 // 10, curriculum_len(progress)):
             progress = (time.time() - t0) / a.train_seconds if a.steps is None else step / a.steps
-            if progress >= 1.0:
+            if progress >= 1.0 or (shard_dir.parent / "STOP").exists():   # touch WORK/STOP to end early
                 done = True
                 break
             for g in opt.param_groups:
                 g["lr"] = lr_at(progress, step, a.lr, a.warmup)
             x, ln, n_samples = gather_audio(torch, pool, idx, rng, 16000 * 4 // 10, 16000 * 3 // 10)
             with torch.no_grad():
-                x = augment(torch, x, ln, gen)
+                s = min(1.0, progress / 0.3)      # augmentation grows in over the first 30 %
+                x = augment(torch, x, ln, gen, p_reverb=0.35 * s, p_noise=0.6 * s, p_lowpass=0.25 * s)
                 mel, mask = fe(x, ln)
-                mel = spec_augment(torch, mel, mask, gen)
+                if progress > 0.1:
+                    mel = spec_augment(torch, mel, mask, gen)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 logits, el = forward_logits(model, mel, mask)
             loss = ctc_loss(torch, logits, el, [pool.tokens[i] for i in idx], blank)
@@ -473,15 +493,17 @@ def main(argv=None) -> int:
     p.add_argument("--shard-size", type=int, default=400)
     p.add_argument("--max-shards", type=int, default=700)
     p.add_argument("--n-eval", type=int, default=300)
-    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--batch-seconds", type=float, default=600.0, help="padded audio per batch")
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=400)
     p.add_argument("--min-start", type=int, default=800, help="utterances synthesized before training starts")
     p.add_argument("--log-every", type=float, default=30.0)
     p.add_argument("--pool-gb", type=float, default=40.0, help="GPU memory for the audio pool")
     p.add_argument("--outtypes", default="q8_0,f16")
-    p.add_argument("--tiny", action="store_true", help="a tiny model, for a CPU smoke test")
+    p.add_argument("--size", choices=sorted(SIZES), default="base",
+                   help="base: for the GPU; small: for a CPU; tiny: a smoke test")
+    p.add_argument("--tiny", action="store_const", const="tiny", dest="size", help="--size tiny")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     work = a.work or a.out.parent / "train_work"
@@ -499,7 +521,7 @@ def main(argv=None) -> int:
     train_tokenizer(work, a.seed, a.vocab, 40000)
     sp = spm.SentencePieceProcessor(model_file=str(work / "tokenizer.model"))
     log(f"tokenizer: {sp.vocab_size()} pieces; device {device}")
-    enc = TINY_MODEL if a.tiny else MODEL
+    enc = SIZES[a.size]
     model = build_model(torch, sp.vocab_size(), enc, a.seed).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     report = dict(seed=a.seed, model=enc, n_params=n_params, vocab=sp.vocab_size(), args={
