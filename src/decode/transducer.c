@@ -7,15 +7,47 @@
 #include "base/error.h"
 #include "base/mem.h"
 
-/* y[r] = b[r] + W[r]·x for r < rows (W row-major [rows][cols]); b may be NULL. */
-static void matvec(const float *w, const float *b, const float *x, int rows, int cols, float *y) {
+/* y[r] = b[r] + (acc ? y[r] : 0) + W[r]·x for r < rows (W row-major
+ * [rows][cols]); b may be NULL. TRANSDUCER_SCALAR keeps the one-accumulator
+ * loop as the reference (bench/decoder_speed.sh times both). */
+#ifdef TRANSDUCER_SCALAR
+static void matvec(const float *w, const float *b, const float *x, int rows, int cols, bool acc, float *y) {
   for (int r = 0; r < rows; r++) {
     const float *wr = w + (size_t)r * cols;
     float s = 0;
     for (int c = 0; c < cols; c++) s += wr[c] * x[c];
-    y[r] = (b ? b[r] : 0) + s;
+    y[r] = (b ? b[r] : 0) + (acc ? y[r] : 0) + s;
   }
 }
+#else
+/* Four rows share each load of x, and each row keeps LANES independent
+ * partial sums: the fixed-size inner loops are what GCC's -O2 vectorizer
+ * turns into SIMD adds, and the sums no longer wait on one another. */
+enum { ROWS = 4, LANES = 8 };
+
+static void matvec_rows(const float *w, const float *x, int n, int cols, float *out) {
+  float a[ROWS][LANES] = {{0}};
+  int c = 0;
+  for (; c + LANES <= cols; c += LANES)
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < LANES; k++) a[i][k] += w[(size_t)i * cols + c + k] * x[c + k];
+  for (int i = 0; i < n; i++) {
+    float s = 0;
+    for (int k = 0; k < LANES; k++) s += a[i][k];
+    for (int j = c; j < cols; j++) s += w[(size_t)i * cols + j] * x[j];
+    out[i] = s;
+  }
+}
+
+static void matvec(const float *w, const float *b, const float *x, int rows, int cols, bool acc, float *y) {
+  for (int r = 0; r < rows; r += ROWS) {
+    int n = rows - r < ROWS ? rows - r : ROWS;
+    float s[ROWS];
+    matvec_rows(w + (size_t)r * cols, x, n, cols, s);
+    for (int i = 0; i < n; i++) y[r + i] = (b ? b[r + i] : 0) + (acc ? y[r + i] : 0) + s[i];
+  }
+}
+#endif
 
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -36,13 +68,8 @@ static void predict(const transducer *m, pred_state *s, int token) {
   for (int l = 0; l < m->layers; l++) {
     const float *h = s->h + (size_t)l * H, *c = s->c + (size_t)l * H;
     float *h2 = s->h2 + (size_t)l * H, *c2 = s->c2 + (size_t)l * H;
-    matvec(m->wx[l], m->b[l], s->x, 4 * H, H, s->gates);
-    for (int r = 0; r < 4 * H; r++) {
-      const float *wr = m->wh[l] + (size_t)r * H;
-      float acc = 0;
-      for (int k = 0; k < H; k++) acc += wr[k] * h[k];
-      s->gates[r] += acc;
-    }
+    matvec(m->wx[l], m->b[l], s->x, 4 * H, H, false, s->gates);
+    matvec(m->wh[l], NULL, h, 4 * H, H, true, s->gates);
     for (int j = 0; j < H; j++) {
       float i = sigmoid(s->gates[j]), f = sigmoid(s->gates[H + j]);
       float g = tanhf(s->gates[2 * H + j]), o = sigmoid(s->gates[3 * H + j]);
@@ -52,7 +79,7 @@ static void predict(const transducer *m, pred_state *s, int token) {
     memcpy(s->x, h2, (size_t)H * sizeof *s->x);
   }
   memcpy(s->out, s->x, (size_t)H * sizeof *s->out);
-  matvec(m->pred_w, m->pred_b, s->out, m->joint, H, s->p);
+  matvec(m->pred_w, m->pred_b, s->out, m->joint, H, false, s->p);
 }
 
 static void joint(const transducer *m, pred_state *s, const float *e) {
@@ -60,7 +87,7 @@ static void joint(const transducer *m, pred_state *s, const float *e) {
     float v = e[j] + s->p[j];
     s->z[j] = m->act == JOINT_RELU ? fmaxf(v, 0.0f) : m->act == JOINT_SIGMOID ? sigmoid(v) : tanhf(v);
   }
-  matvec(m->out_w, m->out_b, s->z, m->vocab + m->n_durations, m->joint, s->logits);
+  matvec(m->out_w, m->out_b, s->z, m->vocab + m->n_durations, m->joint, false, s->logits);
 }
 
 /* 1 − H(softmax(x)) / ln(n): transcribe.cpp's token confidence. */
