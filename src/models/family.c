@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "models/parakeet/parakeet.h"
+#include "models/whisper/whisper.h"
 
 static int parakeet_load_any(gpu_device *dev, const gguf_file *f, void **m) {
   return parakeet_load(dev, f, (parakeet **)m);
@@ -14,9 +15,20 @@ static int parakeet_transcribe_any(void *m, const float *pcm, size_t n,
   return parakeet_transcribe(m, pcm, n, out);
 }
 
+static int whisper_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return whisper_load(dev, f, (whisper **)m);
+}
+static void whisper_free_any(void *m) { whisper_free(m); }
+static int whisper_transcribe_any(void *m, const float *pcm, size_t n,
+                                  const steno_transcribe_params *p, steno_result **out) {
+  return whisper_transcribe(m, pcm, n, p, out);
+}
+
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_transcribe_any, 0},
+    /* 30 s windows and its own seek through any length (one whole-clip mel maximum). */
+    {"whisper", whisper_load_any, whisper_free_any, whisper_transcribe_any, 0},
 };
 
 const family *family_find(const char *arch) {
@@ -25,4 +37,4 @@ const family *family_find(const char *arch) {
   return NULL;
 }
 
-const char *family_names(void) { return "parakeet"; }
+const char *family_names(void) { return "parakeet, whisper"; }

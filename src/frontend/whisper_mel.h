@@ -1,0 +1,35 @@
+/* Whisper's log-mel frontend (OpenAI's log_mel_spectrogram, transformers'
+ * WhisperFeatureExtractor): a clip of at most one window is zero-padded to the
+ * window's samples first; reflect-padded centred frames of n_fft samples with
+ * a periodic Hann window; power spectrum; the model's mel filterbank; log10
+ * with a 1e-10 floor; the last frame dropped; then, over the whole clip, a
+ * floor at (max − 8) and (x + 4) / 4. Arithmetic in double. */
+#ifndef STENO_FRONTEND_WHISPER_MEL_H
+#define STENO_FRONTEND_WHISPER_MEL_H
+
+#include <stddef.h>
+
+#include "frontend/fft.h"
+
+typedef struct {
+  int n_fft, hop, n_mels, bins; /* bins = n_fft/2 + 1 */
+  size_t n_samples;             /* a window's samples: shorter clips are padded to it */
+  float *filters;               /* [n_mels][bins] */
+  int *lo, *hi;                 /* each filter's nonzero bins [lo, hi) */
+  double *window;               /* [n_fft] */
+  fft_plan fft;
+} wmel;
+
+/* Copies the filterbank [n_mels][n_fft/2 + 1] and the window [n_fft]. */
+int wmel_init(wmel *m, int n_fft, int hop, int n_mels, size_t n_samples, const float *filters,
+              const float *window);
+void wmel_free(wmel *m);
+
+/* Mel frames of an n-sample clip: max(n, n_samples) / hop. */
+size_t wmel_frames(const wmel *m, size_t n);
+
+/* The normalized log-mel of the whole clip, frame-major [frames][n_mels] in a
+ * new array (*out); *frames as wmel_frames. */
+int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t *frames);
+
+#endif

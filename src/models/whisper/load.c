@@ -1,0 +1,435 @@
+/* Whisper: reading the hyperparameters, tokenizer and weights of a GGUF file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/attention.h"
+#include "gpu/decode.h"
+#include "models/weights.h"
+#include "models/whisper/whisper.h"
+
+#define LN_EPS 1e-5f
+#define ENC "stt.whisper.encoder."
+#define DEC "stt.whisper.decoder."
+
+static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+
+/* A required string key that must equal `want` (or `alt`). */
+static int expect_str(const gguf_file *f, const char *key, bool required, const char *want,
+                      const char *alt) {
+  const char *v = want;
+  TRY(required ? gguf_get_str(f, key, &v) : gguf_opt_str(f, key, &v));
+  if (strcmp(v, want) && (!alt || strcmp(v, alt)))
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: %s is '%s' (steno reads '%s')", f->name, key, v, want);
+  return 0;
+}
+
+static int shapes(const gguf_file *f, whisper_config *c) {
+  uint32_t dd, mels;
+  bool tie = true, scale = false;
+  TRY(gguf_get_u32(f, ENC "n_layers", &c->enc_layers));
+  TRY(gguf_get_u32(f, ENC "d_model", &c->d));
+  TRY(gguf_get_u32(f, ENC "n_heads", &c->enc_heads));
+  TRY(gguf_get_u32(f, ENC "ffn_dim", &c->enc_ff));
+  TRY(gguf_get_u32(f, ENC "num_mel_bins", &c->mels));
+  TRY(gguf_get_u32(f, ENC "max_source_positions", &c->n_audio_ctx));
+  TRY(expect_str(f, ENC "activation", true, "gelu", NULL));
+  TRY(gguf_get_u32(f, DEC "n_layers", &c->dec_layers));
+  TRY(gguf_get_u32(f, DEC "d_model", &dd));
+  TRY(gguf_get_u32(f, DEC "n_heads", &c->dec_heads));
+  TRY(gguf_get_u32(f, DEC "ffn_dim", &c->dec_ff));
+  TRY(gguf_get_u32(f, DEC "max_target_positions", &c->n_text_ctx));
+  TRY(gguf_get_u32(f, DEC "vocab_size", &c->vocab));
+  TRY(expect_str(f, DEC "activation", true, "gelu", NULL));
+  TRY(gguf_opt_bool(f, DEC "tie_word_embeddings", &tie));
+  TRY(gguf_opt_bool(f, DEC "scale_embedding", &scale));
+  TRY(gguf_get_u32(f, "stt.frontend.num_mels", &mels));
+  if (!tie || scale)
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: an untied head or a scaled embedding", f->name);
+  bool ok = dd == c->d && mels == c->mels && c->d >= 2 && c->d <= 8192 && c->enc_layers >= 1 &&
+            c->enc_layers <= 256 && c->dec_layers >= 1 && c->dec_layers <= 256 &&
+            c->enc_heads >= 1 && c->d % c->enc_heads == 0 && c->dec_heads >= 1 &&
+            c->d % c->dec_heads == 0 && (c->d / c->dec_heads) % 2 == 0 &&
+            c->d / c->dec_heads <= 256 && c->enc_ff >= 1 && c->enc_ff <= 65536 &&
+            c->dec_ff >= 1 && c->dec_ff <= 65536 && c->mels >= 1 && c->mels <= 512 &&
+            c->n_audio_ctx >= 1 && c->n_audio_ctx <= 16384 && c->n_text_ctx >= 4 &&
+            c->n_text_ctx <= 4096 && c->vocab >= 8 && c->vocab <= (1u << 20);
+  if (!ok)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: shapes not supported: d %u/%u, layers %u/%u, heads %u/%u, ffn %u/%u, "
+                   "%u/%u mels, contexts %u/%u, vocabulary %u",
+                   f->name, c->d, dd, c->enc_layers, c->dec_layers, c->enc_heads, c->dec_heads,
+                   c->enc_ff, c->dec_ff, c->mels, mels, c->n_audio_ctx, c->n_text_ctx, c->vocab);
+  c->win_frames = 2 * c->n_audio_ctx;
+  return 0;
+}
+
+static int frontend(const gguf_file *f, whisper *m) {
+  uint32_t rate, nfft, win, hop, n_samples = 0, frames = 0;
+  float dither = 0;
+  bool center = true;
+  TRY(expect_str(f, "stt.frontend.type", true, "mel", NULL));
+  TRY(expect_str(f, "stt.frontend.normalize", true, "whisper_logmel", NULL));
+  TRY(expect_str(f, "stt.frontend.window", true, "hann_periodic", "hann"));
+  TRY(expect_str(f, "stt.frontend.pad_mode", false, "reflect", NULL));
+  TRY(expect_str(f, "stt.frontend.mel_norm", false, "slaney", NULL));
+  TRY(gguf_get_u32(f, "stt.frontend.sample_rate", &rate));
+  TRY(gguf_get_u32(f, "stt.frontend.n_fft", &nfft));
+  TRY(gguf_get_u32(f, "stt.frontend.win_length", &win));
+  TRY(gguf_get_u32(f, "stt.frontend.hop_length", &hop));
+  TRY(gguf_opt_u32(f, "stt.frontend.n_samples", &n_samples));
+  TRY(gguf_opt_u32(f, "stt.frontend.nb_max_frames", &frames));
+  TRY(gguf_opt_f32(f, "stt.frontend.dither", &dither));
+  TRY(gguf_opt_bool(f, "stt.frontend.center", &center));
+  const whisper_config *c = &m->c;
+  if (!n_samples) n_samples = 480000;
+  if (!frames) frames = 3000;
+  if (rate != 16000 || win != nfft || !center || dither != 0 || hop < 1 || nfft < 16 ||
+      nfft > 8192 || frames != c->win_frames || n_samples / hop != frames)
+    return err_set(STENO_ERR_UNSUPPORTED,
+                   "%s: frontend of %u Hz, n_fft %u, window %u, hop %u, dither %g, center %d, "
+                   "%u samples = %u frames per window (the encoder takes %u)",
+                   f->name, rate, nfft, win, hop, dither, center, n_samples, frames, c->win_frames);
+  uint32_t bins = nfft / 2 + 1;
+  float *fb = NULL, *window = NULL;
+  int st = w_host(f, "frontend.mel_filterbank", W_F32, (size_t)bins * c->mels, true, &fb);
+  if (!st) st = w_host(f, "frontend.window", W_F32, nfft, true, &window);
+  for (size_t i = 0; !st && i < (size_t)bins * c->mels; i++)
+    if (!isfinite(fb[i])) st = err_set(STENO_ERR_FORMAT, "%s: the mel filterbank is not finite", f->name);
+  if (!st) st = wmel_init(&m->mel, (int)nfft, (int)hop, (int)c->mels, n_samples, fb, window);
+  free(fb);
+  free(window);
+  return st ? err_wrap(st, "%s: ", f->name) : 0;
+}
+
+/* The tokenizer: byte-level BPE strings, merges (for prompts) and the specials. */
+static int tokenizer(const gguf_file *f, whisper *m) {
+  const gguf_kv *tokens, *merges = NULL;
+  TRY(expect_str(f, "tokenizer.ggml.model", true, "gpt2", NULL));
+  TRY(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VAL_STRING, &tokens));
+  TRY(gguf_opt_arr(f, "tokenizer.ggml.merges", GGUF_VAL_STRING, &merges));
+  if (tokens->n != m->c.vocab)
+    return err_set(STENO_ERR_FORMAT, "%s: %zu tokens for a vocabulary of %u", f->name, tokens->n,
+                   m->c.vocab);
+  size_t nm = merges ? merges->n : 0, n = tokens->n;
+  const char **s = mem_alloc(n + nm + 1, sizeof *s);
+  size_t *len = mem_alloc(n + nm + 1, sizeof *len);
+  int st = s && len ? 0 : STENO_ERR_NOMEM;
+  for (size_t i = 0; !st && i < n; i++) s[i] = tokens->v.str[i].s, len[i] = tokens->v.str[i].len;
+  for (size_t i = 0; !st && i < nm; i++) s[n + i] = merges->v.str[i].s, len[n + i] = merges->v.str[i].len;
+  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, nm, s + n, len + n);
+  free(s);
+  free(len);
+  return st ? err_wrap(st, "%s: ", f->name) : 0;
+}
+
+/* A token id key (UINT32, or INT32 for tokenizer.ggml.*); `fallback` when absent. */
+static int token_key(const gguf_file *f, const char *key, int fallback, bool required, int *out) {
+  const gguf_kv *kv = gguf_find(f, key);
+  *out = fallback;
+  if (!kv && required) return err_set(STENO_ERR_FORMAT, "%s: key '%s' is missing", f->name, key);
+  if (!kv) return 0;
+  if (kv->type == GGUF_VAL_UINT32 && kv->v.u32[0] <= INT32_MAX) *out = (int)kv->v.u32[0];
+  else if (kv->type == GGUF_VAL_INT32 && !strncmp(key, "tokenizer.", 10)) *out = kv->v.i32[0];
+  else return err_set(STENO_ERR_FORMAT, "%s: key '%s' has type %s, expected UINT32", f->name, key,
+                      gguf_val_type_name(kv->type));
+  return 0;
+}
+
+static int id_list(const gguf_file *f, const char *key, uint32_t vocab, int32_t **out, size_t *n) {
+  const gguf_kv *kv;
+  TRY(gguf_opt_arr(f, key, GGUF_VAL_INT32, &kv));
+  *out = NULL, *n = 0;
+  if (!kv) return 0;
+  if (!(*out = mem_alloc(kv->n + 1, sizeof **out))) return STENO_ERR_NOMEM;
+  for (size_t i = 0; i < kv->n; i++) {
+    if (kv->v.i32[i] < 0 || (uint32_t)kv->v.i32[i] >= vocab)
+      return err_set(STENO_ERR_FORMAT, "%s: %s holds id %d of a vocabulary of %u", f->name, key,
+                     kv->v.i32[i], vocab);
+    (*out)[i] = kv->v.i32[i];
+  }
+  *n = kv->n;
+  return 0;
+}
+
+static int specials(const gguf_file *f, whisper *m) {
+  whisper_config *c = &m->c;
+  int start, eot_literal = bpe_find(&m->tok, "<|endoftext|>");
+  TRY(token_key(f, "stt.whisper.decoder_start_token_id", -1, true, &start));
+  TRY(token_key(f, "stt.whisper.no_timestamps_token_id", -1, true, &c->no_timestamps));
+  TRY(token_key(f, "stt.whisper.sot_token_id", start, false, &c->sot));
+  TRY(token_key(f, "stt.whisper.transcribe_token_id", bpe_find(&m->tok, "<|transcribe|>"), false,
+                &c->transcribe));
+  TRY(token_key(f, "stt.whisper.translate_token_id", bpe_find(&m->tok, "<|translate|>"), false,
+                &c->translate));
+  TRY(token_key(f, "stt.whisper.prev_sot_token_id", bpe_find(&m->tok, "<|startofprev|>"), false,
+                &c->prev_sot));
+  TRY(token_key(f, "tokenizer.ggml.eos_token_id", eot_literal >= 0 ? eot_literal : 50257, false,
+                &c->eot));
+  int V = (int)c->vocab;
+  if (c->sot < 0 || c->sot >= V || c->eot < 1 || c->eot >= V || c->no_timestamps < 1 ||
+      c->no_timestamps + 1 >= V || c->eot >= c->no_timestamps || c->transcribe >= V ||
+      c->translate >= V || c->prev_sot >= V)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: special tokens out of place: start %d, end %d, notimestamps %d, "
+                   "transcribe %d, translate %d, startofprev %d in %d",
+                   f->name, c->sot, c->eot, c->no_timestamps, c->transcribe, c->translate,
+                   c->prev_sot, V);
+  const gguf_kv *langs;
+  TRY(gguf_opt_arr(f, "general.languages", GGUF_VAL_STRING, &langs));
+  bool detect = langs && langs->n > 1, translate = detect;
+  TRY(gguf_opt_bool(f, "stt.capability.lang_detect", &detect));
+  TRY(gguf_opt_bool(f, "stt.capability.translate", &translate));
+  c->multilingual = detect;
+  for (size_t i = 0; detect && langs && i < langs->n; i++) {
+    char sym[32];
+    if (langs->v.str[i].len > 6 || c->n_langs == WHISPER_MAX_LANGS) continue;
+    snprintf(sym, sizeof sym, "<|%s|>", langs->v.str[i].s);
+    int id = bpe_find(&m->tok, sym);
+    if (id < 0) continue;
+    snprintf(c->lang_code[c->n_langs], sizeof c->lang_code[0], "%s", langs->v.str[i].s);
+    c->lang_id[c->n_langs++] = id;
+  }
+  if (detect && (c->n_langs == 0 || c->transcribe < 0))
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: a multilingual model needs general.languages with <|xx|> tokens and a "
+                   "transcribe token",
+                   f->name);
+  c->can_translate = detect && translate && c->translate >= 0;
+  TRY(id_list(f, "stt.whisper.suppress_tokens", c->vocab, &m->suppress, &m->n_suppress));
+  return id_list(f, "stt.whisper.begin_suppress_tokens", c->vocab, &m->begin_suppress,
+                 &m->n_begin_suppress);
+}
+
+/* ---- weights ---- */
+
+/* One linear layer from NAME.weight (rows × k) and NAME.bias (absent for k projections). */
+static int linear(whisper *m, const gguf_file *f, const char *name, int64_t rows, int64_t k,
+                  bool bias, gpu_linear *out) {
+  char w[160], b[160];
+  snprintf(w, sizeof w, "%s.weight", name);
+  snprintf(b, sizeof b, "%s.bias", name);
+  float *bv = NULL;
+  if (bias) TRY(w_host(f, b, W_F32, (size_t)rows, true, &bv));
+  const char *names[1] = {w};
+  int st = w_linear(m->dev, f, names, 1, &rows, k, W_LINEAR_TYPES, bv, bv ? (size_t)rows : 0, out);
+  free(bv);
+  return st;
+}
+
+/* Projections stacked along the output (q|k|v or k|v) with their biases (k: zeros). */
+static int stacked(whisper *m, const gguf_file *f, const char *prefix, const char *const *parts,
+                   int n, gpu_linear *out) {
+  char w[3][160], b[160];
+  const char *names[3];
+  int64_t d = m->c.d, rows[3] = {d, d, d};
+  float *bias = mem_alloc((size_t)n * d, sizeof *bias);
+  if (!bias) return STENO_ERR_NOMEM;
+  int st = 0;
+  for (int i = 0; i < n && !st; i++) {
+    snprintf(w[i], sizeof w[i], "%s.%s.weight", prefix, parts[i]);
+    names[i] = w[i];
+    if (!strcmp(parts[i], "k")) continue; /* Whisper's k projections have no bias */
+    float *part;
+    snprintf(b, sizeof b, "%s.%s.bias", prefix, parts[i]);
+    st = w_host(f, b, W_F32, (size_t)d, true, &part);
+    if (!st) memcpy(bias + i * d, part, (size_t)d * sizeof *bias);
+    free(part);
+  }
+  if (!st) st = w_linear(m->dev, f, names, n, rows, d, W_LINEAR_TYPES, bias, (size_t)n * d, out);
+  free(bias);
+  return st;
+}
+
+/* A conv stem layer [D][in][3] as a linear layer over im2col's columns (c·3 + k). */
+static int conv(whisper *m, const gguf_file *f, int i, uint32_t in, gpu_linear *out) {
+  char w[64], b[64];
+  snprintf(w, sizeof w, "enc.conv.%d.weight", i);
+  snprintf(b, sizeof b, "enc.conv.%d.bias", i);
+  uint32_t d = m->c.d;
+  const int64_t ne[3] = {3, in, d};
+  const gguf_tensor *t;
+  TRY(gguf_tensor_get(f, w, W_CONV_TYPES, 3, ne, &t));
+  float *bias;
+  TRY(w_host(f, b, W_F32, d, true, &bias));
+  gpu_weight part = {t->data, d};
+  int st = gpu_linear_new(m->dev, t->type == GGUF_TYPE_F16 ? GPU_F16 : GPU_F32, 3 * in, &part, 1,
+                          bias, d, out);
+  free(bias);
+  return st ? err_wrap(st, "%s: '%s': ", f->name, w) : 0;
+}
+
+static int encoder(whisper *m, const gguf_file *f) {
+  const whisper_config *c = &m->c;
+  char p[96], key[128];
+  TRY(conv(m, f, 0, c->mels, &m->conv0));
+  TRY(conv(m, f, 1, c->d, &m->conv1));
+  if (!(m->enc = mem_alloc(c->enc_layers, sizeof *m->enc))) return STENO_ERR_NOMEM;
+  static const char *const qkv[3] = {"q", "k", "v"};
+  for (uint32_t i = 0; i < c->enc_layers; i++) {
+    whisper_enc_block *b = &m->enc[i];
+    snprintf(p, sizeof p, "enc.blocks.%u", i);
+    snprintf(key, sizeof key, "%s.norm_attn", p);
+    TRY(w_norm(m->dev, f, key, c->d, LN_EPS, &b->ln_attn));
+    snprintf(key, sizeof key, "%s.norm_ffn", p);
+    TRY(w_norm(m->dev, f, key, c->d, LN_EPS, &b->ln_ffn));
+    snprintf(key, sizeof key, "%s.attn", p);
+    TRY(stacked(m, f, key, qkv, 3, &b->qkv));
+    snprintf(key, sizeof key, "%s.attn.out", p);
+    TRY(linear(m, f, key, c->d, c->d, true, &b->out));
+    snprintf(key, sizeof key, "%s.ffn.fc1", p);
+    TRY(linear(m, f, key, c->enc_ff, c->d, true, &b->fc1));
+    snprintf(key, sizeof key, "%s.ffn.fc2", p);
+    TRY(linear(m, f, key, c->d, c->enc_ff, true, &b->fc2));
+  }
+  return w_norm(m->dev, f, "enc.final_norm", c->d, LN_EPS, &m->enc_ln);
+}
+
+static int decoder(whisper *m, const gguf_file *f) {
+  const whisper_config *c = &m->c;
+  char p[96], key[128];
+  int64_t vocab = c->vocab;
+  const char *names[1] = {"dec.token_embd.weight"};
+  TRY(w_linear(m->dev, f, names, 1, &vocab, c->d, W_LINEAR_TYPES, NULL, 0, &m->embed));
+  TRY(w_gpu(m->dev, f, "dec.pos_emb.weight", W_F32, (size_t)c->n_text_ctx * c->d, &m->dec_pos));
+  if (!(m->dec = mem_alloc(c->dec_layers, sizeof *m->dec))) return STENO_ERR_NOMEM;
+  static const char *const qkv[3] = {"q", "k", "v"}, *const kv[2] = {"k", "v"};
+  for (uint32_t i = 0; i < c->dec_layers; i++) {
+    whisper_dec_block *b = &m->dec[i];
+    snprintf(p, sizeof p, "dec.blocks.%u", i);
+    struct {
+      const char *name;
+      gpu_norm *n;
+    } norms[] = {{"norm_self", &b->ln_self}, {"norm_cross", &b->ln_cross}, {"norm_ffn", &b->ln_ffn}};
+    for (int k = 0; k < 3; k++) {
+      snprintf(key, sizeof key, "%s.%s", p, norms[k].name);
+      TRY(w_norm(m->dev, f, key, c->d, LN_EPS, norms[k].n));
+    }
+    snprintf(key, sizeof key, "%s.self_attn", p);
+    TRY(stacked(m, f, key, qkv, 3, &b->self_qkv));
+    snprintf(key, sizeof key, "%s.cross_attn", p);
+    TRY(stacked(m, f, key, kv, 2, &b->cross_kv));
+    snprintf(key, sizeof key, "%s.self_attn.out", p);
+    TRY(linear(m, f, key, c->d, c->d, true, &b->self_out));
+    snprintf(key, sizeof key, "%s.cross_attn.q", p);
+    TRY(linear(m, f, key, c->d, c->d, true, &b->cross_q));
+    snprintf(key, sizeof key, "%s.cross_attn.out", p);
+    TRY(linear(m, f, key, c->d, c->d, true, &b->cross_out));
+    snprintf(key, sizeof key, "%s.ffn.fc1", p);
+    TRY(linear(m, f, key, c->dec_ff, c->d, true, &b->fc1));
+    snprintf(key, sizeof key, "%s.ffn.fc2", p);
+    TRY(linear(m, f, key, c->d, c->dec_ff, true, &b->fc2));
+    TRY(gpu_buffer_new(m->dev, (size_t)c->n_text_ctx * c->d * 4, &b->self_cache));
+    TRY(gpu_buffer_new(m->dev, (size_t)c->n_audio_ctx * c->d * 4, &b->cross_cache));
+  }
+  return w_norm(m->dev, f, "dec.final_norm", c->d, LN_EPS, &m->dec_ln);
+}
+
+/* Encoder positions [n_audio_ctx][stride] on the host (padding columns zero). */
+static int positions(whisper *m, const gguf_file *f) {
+  const whisper_config *c = &m->c;
+  uint32_t S = pad64(c->d);
+  float *p;
+  TRY(w_host(f, "enc.pos_emb.weight", W_F32, (size_t)c->n_audio_ctx * c->d, true, &p));
+  m->a.pos = mem_alloc((size_t)c->n_audio_ctx * S, sizeof *m->a.pos);
+  if (m->a.pos)
+    for (size_t t = 0; t < c->n_audio_ctx; t++) memcpy(m->a.pos + t * S, p + t * c->d, c->d * sizeof *p);
+  free(p);
+  return m->a.pos ? 0 : STENO_ERR_NOMEM;
+}
+
+/* Activations for one window and one token (sized once: the warm path allocates nothing). */
+static int arena(whisper *m) {
+  const whisper_config *c = &m->c;
+  whisper_arena *a = &m->a;
+  gpu_device *dev = m->dev;
+  size_t T = c->win_frames, t = c->n_audio_ctx, S = pad64(c->d), f = sizeof(float);
+  size_t wide = pad64(3 * c->d) > pad64(c->enc_ff) ? pad64(3 * c->d) : pad64(c->enc_ff);
+  size_t ctx = t > c->n_text_ctx ? t : c->n_text_ctx, hd = c->d / c->dec_heads;
+  struct {
+    gpu_buffer **b;
+    size_t floats;
+  } bufs[] = {{&a->mel, T * c->mels},
+              {&a->col0, T * m->conv0.wk},
+              {&a->h0, T * S},
+              {&a->col1, t * m->conv1.wk},
+              {&a->x, t * S},
+              {&a->h, t * S},
+              {&a->wide, t * wide},
+              {&a->o, t * S},
+              {&a->enc, t * S},
+              {&a->scores, gpu_attention_scratch((uint32_t)t, c->enc_heads)},
+              {&a->kv, t * gpu_linear_width(&m->dec[0].cross_kv)},
+              {&a->dx, S},
+              {&a->dh, S},
+              {&a->dqkv, pad64(3 * c->d)},
+              {&a->datt, S},
+              {&a->dff, pad64(c->dec_ff)},
+              {&a->logits, m->embed.n},
+              {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)}};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    TRY(gpu_buffer_new(dev, (bufs[i].floats ? bufs[i].floats : 1) * f, bufs[i].b));
+  a->host_logits = mem_alloc(c->vocab, sizeof *a->host_logits);
+  return a->host_logits ? 0 : STENO_ERR_NOMEM;
+}
+
+int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
+  *out = NULL;
+  whisper *m = mem_alloc(1, sizeof *m);
+  if (!m) return STENO_ERR_NOMEM;
+  m->dev = dev;
+  int st = shapes(f, &m->c);
+  if (!st) st = frontend(f, m);
+  if (!st) st = tokenizer(f, m);
+  if (!st) st = specials(f, m);
+  if (!st) st = encoder(m, f);
+  if (!st) st = decoder(m, f);
+  if (!st) st = positions(m, f);
+  if (!st) st = arena(m);
+  if (!st) st = gpu_rec_new(dev, &m->rec);
+  if (st) {
+    whisper_free(m);
+    return st;
+  }
+  *out = m;
+  return 0;
+}
+
+void whisper_free(whisper *m) {
+  if (!m) return;
+  whisper_arena *a = &m->a;
+  gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
+                        a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
+                        a->datt, a->dff, a->logits, a->att_scratch};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
+  free(a->pos);
+  free(a->host_logits);
+  gpu_rec_free(m->rec);
+  for (uint32_t i = 0; m->enc && i < m->c.enc_layers; i++) {
+    whisper_enc_block *b = &m->enc[i];
+    w_norm_free(&b->ln_attn), w_norm_free(&b->ln_ffn);
+    gpu_linear *l[] = {&b->qkv, &b->out, &b->fc1, &b->fc2};
+    for (size_t k = 0; k < 4; k++) gpu_linear_free(l[k]);
+  }
+  for (uint32_t i = 0; m->dec && i < m->c.dec_layers; i++) {
+    whisper_dec_block *b = &m->dec[i];
+    w_norm_free(&b->ln_self), w_norm_free(&b->ln_cross), w_norm_free(&b->ln_ffn);
+    gpu_linear *l[] = {&b->self_qkv, &b->self_out, &b->cross_q, &b->cross_kv, &b->cross_out,
+                       &b->fc1, &b->fc2};
+    for (size_t k = 0; k < 7; k++) gpu_linear_free(l[k]);
+    gpu_buffer_free(b->self_cache), gpu_buffer_free(b->cross_cache);
+  }
+  free(m->enc);
+  free(m->dec);
+  gpu_linear_free(&m->conv0), gpu_linear_free(&m->conv1), gpu_linear_free(&m->embed);
+  w_norm_free(&m->enc_ln), w_norm_free(&m->dec_ln);
+  gpu_buffer_free(m->dec_pos);
+  wmel_free(&m->mel);
+  bpe_free(&m->tok);
+  free(m->suppress);
+  free(m->begin_suppress);
+  free(m);
+}

@@ -1,0 +1,135 @@
+/* Whisper (OpenAI) from the GGUF files transcribe.cpp publishes (architecture
+ * "whisper", spec gguf-whisper-moonshine.md §2):
+ *   pcm → log-mel of the whole clip (CPU) → 30 s windows → conv stem, positions,
+ *   pre-LN transformer blocks (GPU encoder) → cross K/V once per window (f16) →
+ *   token by token: embedding + positions, self-attention over an f16 KV cache,
+ *   cross-attention, FFN, the tied head (GPU decoder, one logits readback per
+ *   token) → the search rules (CPU, decode/whisper.h) → segments with times. */
+#ifndef STENO_MODELS_WHISPER_H
+#define STENO_MODELS_WHISPER_H
+
+#include "decode/whisper.h"
+#include "frontend/whisper_mel.h"
+#include "gpu/gpu.h"
+#include "gpu/linear.h"
+#include "gpu/norm.h"
+#include "io/gguf.h"
+#include "steno.h"
+#include "text/bpe.h"
+
+#define WHISPER_MAX_LANGS 128
+
+typedef struct {
+  uint32_t d, enc_layers, enc_heads, enc_ff, dec_layers, dec_heads, dec_ff;
+  uint32_t mels, n_audio_ctx, n_text_ctx, vocab;
+  uint32_t win_frames;  /* mel frames per window: 2 · n_audio_ctx */
+  int eot, sot, no_timestamps, transcribe, translate, prev_sot; /* −1: absent */
+  bool multilingual;    /* language and task tokens in the prefix */
+  bool can_translate;
+  int n_langs;
+  int lang_id[WHISPER_MAX_LANGS];
+  char lang_code[WHISPER_MAX_LANGS][8];
+} whisper_config;
+
+typedef struct {
+  gpu_norm ln_attn, ln_ffn;
+  gpu_linear qkv, out, fc1, fc2; /* qkv: q|k|v, biases q|0|v */
+} whisper_enc_block;
+
+typedef struct {
+  gpu_norm ln_self, ln_cross, ln_ffn;
+  gpu_linear self_qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
+  gpu_buffer *self_cache;  /* [n_text_ctx][d] words: f16 K then V of every head */
+  gpu_buffer *cross_cache; /* [n_audio_ctx][d] words, written once per window */
+} whisper_dec_block;
+
+/* Activations, allocated at load for one window and one token. */
+typedef struct {
+  gpu_buffer *mel, *col0, *h0, *col1, *x, *h, *wide, *o, *enc, *scores, *kv;
+  gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
+  float *pos;         /* encoder positions [n_audio_ctx][stride], uploaded into x per window */
+  float *host_logits; /* [vocab] */
+} whisper_arena;
+
+typedef struct whisper {
+  whisper_config c;
+  gpu_device *dev;
+  gpu_rec *rec;
+  wmel mel;
+  gpu_linear conv0, conv1;
+  whisper_enc_block *enc;
+  gpu_norm enc_ln;
+  gpu_linear embed; /* token table and tied head */
+  gpu_buffer *dec_pos;
+  whisper_dec_block *dec;
+  gpu_norm dec_ln;
+  bpe tok;
+  int32_t *suppress, *begin_suppress;
+  size_t n_suppress, n_begin_suppress;
+  whisper_arena a;
+} whisper;
+
+int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out);
+void whisper_free(whisper *m);
+
+/* ---- the stages, for tests and benchmarks ---- */
+
+/* Log-mel of the whole clip [frames][mels] (malloc'd). */
+int whisper_features(whisper *m, const float *pcm, size_t n, float **mel, size_t *frames);
+
+/* Encodes one window of win_frames mel frames ([win_frames][mels]) and fills
+ * every decoder layer's cross K/V cache. enc (if not NULL) gets the encoder
+ * output [n_audio_ctx][d]. */
+int whisper_encode(whisper *m, const float *mel, float *enc);
+
+/* Feeds n tokens at positions pos.. through the decoder (appending to its KV
+ * cache); logits (if not NULL) gets the raw logits [vocab] after the last. */
+int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits);
+
+/* One decoded window. */
+typedef struct {
+  uint32_t seek, frames;   /* first mel frame, real frames */
+  int *tokens;             /* generated ids, the end of text included if produced */
+  double *logprob;         /* per token */
+  size_t n;
+  float temperature;       /* of the accepted tier */
+  double ratio, avg_logprob, no_speech;
+  bool skipped;            /* no speech: its output dropped */
+} whisper_window;
+
+typedef struct {
+  int64_t t0_ms, t1_ms;    /* from the start of the audio */
+  size_t window, first, end; /* tokens [first, end) of that window */
+} whisper_segment;
+
+typedef struct {
+  int language;            /* the language token used, or −1 */
+  int *prefix;             /* the decoder prefix of every window */
+  size_t n_prefix;
+  whisper_window *win;
+  size_t n_win;
+  whisper_segment *seg;
+  size_t n_seg;
+} whisper_output;
+
+/* The whole search over the clip, as transformers' generate with OpenAI's
+ * recipe (temperatures 0…1 by 0.2, thresholds 2.4 / −1 / 0.6). */
+int whisper_run(whisper *m, const float *pcm, size_t n, const steno_transcribe_params *p,
+                whisper_output *out);
+void whisper_output_free(whisper_output *o);
+
+/* The language token chosen on the first window's encoder output (after
+ * whisper_encode): the argmax of the logits at <|startoftranscript|>. */
+int whisper_detect_language(whisper *m, int *token);
+
+/* The search rules of this model (timestamps on). */
+wsearch whisper_rules(const whisper *m);
+
+/* All of it: 16 kHz mono pcm → a result with segments. */
+int whisper_transcribe(whisper *m, const float *pcm, size_t n, const steno_transcribe_params *p,
+                       steno_result **out);
+
+/* Builds the public result from a run (whisper/result.c). */
+int whisper_result(const whisper *m, const whisper_output *o, double seconds, steno_result **out);
+
+#endif

@@ -1,0 +1,44 @@
+/* Byte-level BPE (GPT-2, Whisper): token strings in GPT-2's byte-to-unicode
+ * form ("Ġthe" is " the"), merges "a b" by rank. Decoding maps each token back
+ * to its bytes; encoding (for prompts) splits text with GPT-2's pre-tokenizer
+ * regex and merges the lowest-ranked adjacent pair first, the leftmost on a
+ * tie, as transformers' WhisperTokenizer does with add_special_tokens=False. */
+#ifndef STENO_TEXT_BPE_H
+#define STENO_TEXT_BPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bpe_map bpe_map;
+
+typedef struct {
+  int n;
+  char **bytes;      /* each token's raw bytes (NUL-terminated; may hold NULs) */
+  uint32_t *len;
+  char **sym;        /* each token in byte-unicode form */
+  bpe_map *ids;      /* byte-unicode token → id */
+  bpe_map *ranks;    /* "a b" → merge rank */
+  void *re;          /* the compiled pre-tokenizer (pcre2_code) */
+} bpe;
+
+/* n tokens (len[i] bytes each), in byte-unicode form, or as raw bytes when
+ * `raw` (whisper.cpp's .bin vocabularies); n_merges merges (0: no encoding). */
+int bpe_init(bpe *b, int n, const char *const *tokens, const size_t *len, bool raw,
+             size_t n_merges, const char *const *merges, const size_t *merge_len);
+void bpe_free(bpe *b);
+
+/* The id of a token given in byte-unicode form (specials like "<|en|>"), or -1. */
+int bpe_find(const bpe *b, const char *sym);
+
+/* The bytes of ids[0..n) as valid UTF-8: each maximal ill-formed subsequence
+ * becomes U+FFFD, as Python's and Rust's lossy decoding do. *out is malloc'd. */
+int bpe_decode(const bpe *b, const int *ids, size_t n, char **out);
+
+/* Token ids of UTF-8 `text` (malloc'd *ids, *n of them). */
+int bpe_encode(const bpe *b, const char *text, int **ids, size_t *n);
+
+/* Lossy UTF-8 of n bytes, as bpe_decode (exposed for tests). */
+int utf8_lossy(const char *in, size_t n, char **out);
+
+#endif
