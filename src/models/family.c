@@ -27,8 +27,9 @@ static int whisper_transcribe_any(void *m, const float *pcm, size_t n,
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_transcribe_any, 0},
-    /* 30 s windows and its own seek through any length (one whole-clip mel maximum). */
-    {"whisper", whisper_load_any, whisper_free_any, whisper_transcribe_any, 0},
+    /* Its own seek through 30 s windows handles any length; pieces of up to 5 min keep
+     * transformers' long-form behaviour (one mel maximum over the piece) with bounded memory. */
+    {"whisper", whisper_load_any, whisper_free_any, whisper_transcribe_any, 300},
 };
 
 const family *family_find(const char *arch) {

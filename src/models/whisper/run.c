@@ -244,7 +244,6 @@ static int run_windows(whisper *m, const float *mel, size_t total, const steno_t
       st = err_set(STENO_ERR_ABORTED, "aborted");
       break;
     }
-    if (p->progress) p->progress((float)seek / (float)total, p->progress_user);
     size_t frames = total - seek < W ? total - seek : W;
     memset(window, 0, W * M * sizeof *window);
     memcpy(window, mel + seek * M, frames * M * sizeof *window);
