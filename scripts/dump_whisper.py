@@ -50,6 +50,14 @@ torch.set_grad_enabled(False)
 SR, HOP = 16000, 160
 SPEECH_TEXT = "the quick brown fox jumps over the lazy dog"
 PROMPT = "Grüße, it's 2024! The café's naïve façade."
+# Texts whose ids transformers' tokenizer gives (add_special_tokens=False), for
+# the C encoder: contractions (only lowercase ones split), digit runs, runs of
+# spaces and newlines, accents, CJK, 4-byte UTF-8, symbols. (Special literals such as
+# "<|en|>" are not encoded: a prompt holding one is refused.)
+BPE_TEXTS = [" the quick brown fox", "it's 2024, we'll see what THEY'VE done",
+             "  two  spaces\n\nnew lines\t tab ", "Grüße aus München, façade naïve café",
+             "日本語のテキスト。中文文本", "emoji 🙂 and 𝄞 music", "x=12345+67890; (a|b) <|> |>",
+             "'s 'S don't", " "]
 MEL_KEEP = 320              # mel frames stored for the speech clip (the rest is constant)
 RECIPE = dict(temperature=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0), compression_ratio_threshold=2.4,
               logprob_threshold=-1.0, no_speech_threshold=0.6, condition_on_prev_tokens=False)
@@ -501,6 +509,10 @@ def write_ref(path: Path, name: str, spec: dict, ids: dict, tok, clips: dict, re
                     f"torch {torch.__version__}", VT.STRING)
     w.add_key_value("ref.speech.pcm", [int(x) for x in clips["speech"]], VT.ARRAY, sub_type=VT.INT16)
     strs("ref.runs", spec["runs"])
+    strs("ref.bpe.texts", BPE_TEXTS)
+    enc = [tok(t, add_special_tokens=False).input_ids for t in BPE_TEXTS]
+    ints("ref.bpe.counts", [len(e) for e in enc])
+    ints("ref.bpe.ids", [i for e in enc for i in e])
     report = {}
     for run_name, r in refs.items():
         k = f"ref.{run_name}."
