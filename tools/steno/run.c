@@ -17,6 +17,7 @@
 
 const char run_usage[] =
     "usage: steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
+    "                 [--language CODE] [--translate] [--prompt TEXT]\n"
     "  MODEL          a .gguf file, or a name pulled with steno pull (parakeet-v3, ...);\n"
     "                 left out: $STENO_MODEL, else the bundled " DEFAULT_MODEL_FILE ", a tiny\n"
     "                 English model trained on synthetic (espeak-ng) speech only\n"
@@ -30,6 +31,9 @@ const char run_usage[] =
     "                 or none); when PATH is a directory, and always with several FILEs,\n"
     "                 each FILE gets PATH/NAME.txt|json|srt|vtt\n"
     "  -q, --quiet    print nothing but errors (no progress, no warnings)\n"
+    "  --language CODE  Whisper: the spoken language (en, de, ...; default: detected)\n"
+    "  --translate    Whisper: translate into English\n"
+    "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style)\n"
     "  -h, --help     this help\n"
     "Several FILEs to standard output: text gets a '==> FILE <==' line before each, JSON is\n"
     "an array of one object per FILE; subtitles need -o. A FILE that fails is reported and\n"
@@ -42,6 +46,7 @@ typedef struct {
   char **files;
   int nfiles;
   bool quiet;
+  steno_transcribe_params tp; /* --language, --translate, --prompt */
   char **paths; /* per file, with -o: where its transcript goes */
 } run_opts;
 
@@ -65,6 +70,11 @@ static int parse(int argc, char **argv, run_opts *o) {
     else if (!strcmp(a, "--srt")) o->format = OUT_SRT;
     else if (!strcmp(a, "--vtt")) o->format = OUT_VTT;
     else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = true;
+    else if (!strcmp(a, "--translate")) o->tp.translate = 1;
+    else if (!strcmp(a, "--language") || !strcmp(a, "--prompt")) {
+      if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a value", a);
+      *(a[2] == 'l' ? &o->tp.language : &o->tp.prompt) = argv[++i];
+    }
     else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
       if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a path", a);
       o->output = argv[++i];
@@ -173,7 +183,8 @@ static void show_progress(float done, void *user) {
 
 /* ---- one file ---- */
 
-static int transcribe(steno_model *m, const char *file, bool quiet, steno_result **r, double *ms) {
+static int transcribe(steno_model *m, const char *file, bool quiet,
+                      const steno_transcribe_params *base, steno_result **r, double *ms) {
   double t0 = now();
   steno_audio *a;
   if (steno_audio_open(file, &a)) {
@@ -181,7 +192,7 @@ static int transcribe(steno_model *m, const char *file, bool quiet, steno_result
     return 1;
   }
   progress bar = {strcmp(file, "-") ? file : "standard input", t0, steno_audio_duration(a), false};
-  steno_transcribe_params p = steno_transcribe_default_params();
+  steno_transcribe_params p = *base;
   if (!quiet && isatty(STDERR_FILENO)) p.progress = show_progress, p.progress_user = &bar;
   p.abort = should_abort;
   int st = steno_transcribe_audio(m, a, &p, r);
@@ -222,7 +233,7 @@ static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   for (int i = 0; i < o->nfiles && !interrupted; i++) {
     steno_result *r;
     out_info info = {o->model, steno_model_architecture(m), o->files[i], load_ms, 0};
-    int st = transcribe(m, o->files[i], o->quiet, &r, &info.wall_ms);
+    int st = transcribe(m, o->files[i], o->quiet, &o->tp, &r, &info.wall_ms);
     if (st > 128) break;
     if (!st) {
       st = o->paths ? write_file(o->paths[i], r, o->format, &info) : write_stdout(o, i, written, r, &info);
@@ -257,7 +268,7 @@ static int load_and_run(const run_opts *o) {
 }
 
 int run_main(int argc, char **argv) {
-  run_opts o = {.format = OUT_TEXT};
+  run_opts o = {.format = OUT_TEXT, .tp = steno_transcribe_default_params()};
   o.files = calloc((size_t)argc, sizeof *o.files);
   o.paths = calloc((size_t)argc, sizeof *o.paths);
   int st = o.files && o.paths ? parse(argc, argv, &o) : (fputs("steno run: out of memory\n", stderr), 1);
