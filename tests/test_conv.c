@@ -173,7 +173,13 @@ static void bad_shapes(void) {
 int main(void) {
   test_device();
   im2cols();
-  conv_glus();
-  bad_shapes();
+  /* conv_glu's portable kernel, then the fast one where its probe passed. */
+  gpu_device *d = test_device();
+  for (int fast = 0; fast < 2 && (!fast || gpu_fast_passed(d, GPU_FAST_CONV_GLU)); fast++) {
+    gpu_set_fast(d, fast);
+    printf("conv_glu: %s kernel\n", fast ? "fast" : "portable");
+    conv_glus();
+    bad_shapes();
+  }
   return check_done();
 }

@@ -222,9 +222,15 @@ static void bad_shapes(void) {
 }
 
 int main(void) {
-  test_device();
-  layer_norms();
-  qk_norms();
-  bad_shapes();
+  /* The portable kernel, then the fast one where its probe passed (it
+   * serves layer_norm without rope; the rest must keep the portable path). */
+  gpu_device *d = test_device();
+  for (int fast = 0; fast < 2 && (!fast || gpu_fast_passed(d, GPU_FAST_NORM)); fast++) {
+    gpu_set_fast(d, fast);
+    printf("layer_norm: %s kernel\n", fast ? "fast" : "portable");
+    layer_norms();
+    qk_norms();
+    bad_shapes();
+  }
   return check_done();
 }

@@ -77,8 +77,7 @@ static void bad_shapes(void) {
   gpu_buffer_free(b);
 }
 
-int main(void) {
-  test_device();
+static void softmaxes(void) {
   const size_t cols[] = {5, 37, 300, 1500};
   for (int c = 0; c < 4; c++) {
     one(7, cols[c], 1.0f, true);
@@ -87,8 +86,18 @@ int main(void) {
     one(3, cols[c], -2.0f, true);
     one(5, cols[c], 50.0f, false); /* exp(400) overflows unless the max goes first */
   }
-  /* More rows than 65535 workgroups: the kernel loops. */
+  /* More rows than 65535 workgroups: the portable kernel loops. */
   one(70000, 5, 1.0f, true);
   bad_shapes();
+}
+
+int main(void) {
+  /* The portable kernel, then the fast one where its probe passed. */
+  gpu_device *d = test_device();
+  for (int fast = 0; fast < 2 && (!fast || gpu_fast_passed(d, GPU_FAST_SOFTMAX)); fast++) {
+    gpu_set_fast(d, fast);
+    printf("softmax: %s kernel\n", fast ? "fast" : "portable");
+    softmaxes();
+  }
   return check_done();
 }

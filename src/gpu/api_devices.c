@@ -24,6 +24,11 @@ int steno_devices_print(FILE *out) {
     fprintf(out, "   fast kernels: GEMM on cooperative matrices %s\n",
             gpu_fast_gemm(d) ? "(probe passed)" : d->coop ? "(probe FAILED: portable kernels)"
                                                           : "(not offered: portable kernels)");
+    for (int k = 0; k < GPU_FAST_KINDS; k++)
+      fprintf(out, "   fast kernels: %s %s\n", gpu_fast_name((gpu_fast_kernel)k),
+              gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed)"
+              : d->info.subgroup_arithmetic          ? "(probe FAILED: portable kernel)"
+                                                     : "(not offered: portable kernel)");
     fprintf(out, "   (steno uses this device)\n");
     gpu_close(d);
   }

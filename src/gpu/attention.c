@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "base/error.h"
+#include "gpu/internal.h"
 
 /* Queries, keys and columns per workgroup tile (the kernels' T). */
 #define TILE 64u
@@ -30,11 +31,13 @@ static int check_slice(const char *what, gpu_attn_slice s, uint64_t rows, uint64
   return 0;
 }
 
-/* softmax.comp over rows × cols, columns counted only where mask[c] != 0
+/* softmax.comp (or softmax_fast.comp) over rows × cols, columns counted only where mask[c] != 0
  * when there is a mask. */
 static void softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows,
                     uint32_t cols, float scale, gpu_buffer *mask) {
-  gpu_kernel *k = gpu_rec_kernel(rec, "softmax", NULL, 0);
+  gpu_device *d = gpu_rec_device(rec);
+  bool fast = gpu_fast_used(d, GPU_FAST_SOFTMAX);
+  gpu_kernel *k = gpu_rec_kernel(rec, fast ? "softmax_fast" : "softmax", NULL, 0);
   struct {
     uint32_t rows, cols, x_off, x_stride, y_off, y_stride;
     float scale;
@@ -42,7 +45,8 @@ static void softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t r
   } push = {rows, cols, x.offset, x.stride, y.offset, y.stride, scale, mask != NULL};
   gpu_buffer *bufs[] = {x.buf, y.buf, mask ? mask : x.buf};
   /* Rows past the workgroup limit are looped over inside the kernel. */
-  gpu_dispatch(rec, k, bufs, 3, &push, sizeof push, rows < MAX_GROUPS ? rows : MAX_GROUPS, 1, 1);
+  uint32_t groups = fast ? gpu_subgroup_row_groups(d, rows) : rows < MAX_GROUPS ? rows : MAX_GROUPS;
+  gpu_dispatch(rec, k, bufs, 3, &push, sizeof push, groups, 1, 1);
 }
 
 void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows, uint32_t cols,

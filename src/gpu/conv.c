@@ -1,6 +1,7 @@
 #include "gpu/conv.h"
 
 #include "base/error.h"
+#include "gpu/internal.h"
 
 uint32_t gpu_conv1d_rows(gpu_conv1d c, uint32_t t) {
   uint64_t span = (uint64_t)t + 2ull * c.pad;
@@ -56,7 +57,10 @@ void gpu_conv_glu(gpu_rec *rec, gpu_buffer *h, uint32_t h_off, uint32_t h_stride
     float eps;
     uint32_t h_off, h_stride, y_off, y_stride;
   } push = {t, ch, dw->kernel, mode, n->eps, h_off, h_stride, y_off, y_stride};
-  gpu_kernel *k = gpu_rec_kernel(rec, "conv_glu", NULL, 0);
+  gpu_device *d = gpu_rec_device(rec);
+  bool fast = gpu_fast_used(d, GPU_FAST_CONV_GLU);
+  gpu_kernel *k = gpu_rec_kernel(rec, fast ? "conv_glu_fast" : "conv_glu", NULL, 0);
   gpu_buffer *bufs[] = {h, dw->w, dw->b, n->g, n->b, y};
-  gpu_dispatch(rec, k, bufs, 6, &push, sizeof push, gpu_row_groups(t), 1, 1);
+  uint32_t groups = fast ? gpu_subgroup_row_groups(d, t) : gpu_row_groups(t);
+  gpu_dispatch(rec, k, bufs, 6, &push, sizeof push, groups, 1, 1);
 }

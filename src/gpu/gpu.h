@@ -64,6 +64,20 @@ bool gpu_fast_gemm(const gpu_device *dev);
 void gpu_set_fast(gpu_device *dev, bool on);
 bool gpu_using_fast(const gpu_device *dev);
 
+/* The other fast kernels, each behind its own probe (src/gpu/probe.c). */
+typedef enum {
+  GPU_FAST_NORM,      /* layer_norm with subgroup reductions (norm_fast.comp) */
+  GPU_FAST_SOFTMAX,   /* softmax with subgroup reductions (softmax_fast.comp) */
+  GPU_FAST_CONV_GLU,  /* conv_glu with subgroup reductions (conv_glu_fast.comp) */
+  GPU_FAST_KINDS
+} gpu_fast_kernel;
+
+/* Whether kernel k passed its probe on this device; whether it is used
+ * (passed, and gpu_set_fast on); its name for `steno devices`. */
+bool gpu_fast_passed(const gpu_device *dev, gpu_fast_kernel k);
+bool gpu_fast_used(const gpu_device *dev, gpu_fast_kernel k);
+const char *gpu_fast_name(gpu_fast_kernel k);
+
 /* Prints one device's description (as `steno devices` shows it). */
 void gpu_info_print(const gpu_info *info, FILE *out);
 

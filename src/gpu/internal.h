@@ -49,10 +49,14 @@ struct gpu_device {
   bool coop;       /* cooperative matrices and f16 arithmetic enabled at creation */
   bool fast_gemm;  /* the cooperative-matrix GEMM passed its probe */
   bool use_fast;   /* ... and is used (gpu_set_fast) */
+  bool fast[GPU_FAST_KINDS]; /* the other fast kernels that passed their probes */
 };
 
 /* Runs the fast kernels' probes; turns on each that passes. */
 void gpu_probe_fast(gpu_device *dev);
+
+/* Workgroups for a fast row kernel (64 invocations, one subgroup per row). */
+uint32_t gpu_subgroup_row_groups(const gpu_device *dev, uint32_t rows);
 
 int gpu_vk_error(VkResult r, const char *what);
 int gpu_instance(VkInstance *out);

@@ -1,6 +1,7 @@
 #include "gpu/norm.h"
 
 #include "base/error.h"
+#include "gpu/internal.h"
 
 /* norm.comp's flags. */
 #define NORM 1u
@@ -82,6 +83,19 @@ void gpu_layer_norm(gpu_rec *rec, gpu_buffer *x, uint32_t x_off, uint32_t x_stri
                               "layer_norm: bad rope (head dim %u for %u columns, %u rows from "
                               "position %u) or its output",
                               rope->dim, cols, rows, rope->pos));
+    return;
+  }
+  gpu_device *d = gpu_rec_device(rec);
+  if (!rope && gpu_fast_used(d, GPU_FAST_NORM)) {
+    /* norm_fast.comp: plain LayerNorm, one subgroup per row. */
+    struct {
+      uint32_t rows, n;
+      float eps;
+      uint32_t x_off, x_stride, y_off, y_stride;
+    } fp = {rows, cols, n->eps, x_off, x_stride, y_off, y_stride};
+    gpu_buffer *fb[] = {x, n->g, n->b, y};
+    gpu_kernel *k = gpu_rec_kernel(rec, "norm_fast", NULL, 0);
+    gpu_dispatch(rec, k, fb, 4, &fp, sizeof fp, gpu_subgroup_row_groups(d, rows), 1, 1);
     return;
   }
   uint32_t hd = rope ? rope->dim : cols;

@@ -7,8 +7,11 @@
 
 #include "base/half.h"
 #include "base/log.h"
+#include "gpu/attention.h"
+#include "gpu/conv.h"
 #include "gpu/internal.h"
 #include "gpu/linear.h"
+#include "gpu/norm.h"
 
 /* A 64×96·(96×64)ᵀ GEMM with F16 weights against the same math on the CPU. */
 static bool gemm_probe(gpu_device *d) {
@@ -63,6 +66,106 @@ static bool gemm_probe(gpu_device *d) {
   return ok;
 }
 
+/* ---- the subgroup row kernels: each against its portable twin on the device ---- */
+
+enum { PROBE_ROWS = 37, PROBE_COLS = 200, PROBE_KERNEL = 9 };
+
+/* Random inputs for a probe: x [rows][2·cols] and three [cols·kernel] vectors. */
+typedef struct {
+  gpu_buffer *x, *g, *b, *w, *y;
+} probe_bufs;
+
+static float *probe_random(size_t n, uint32_t seed) {
+  float *v = malloc(n * sizeof *v);
+  for (size_t i = 0; v && i < n; i++)
+    v[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 4 - 2;
+  return v;
+}
+
+static gpu_buffer *probe_buffer(gpu_device *d, size_t n, uint32_t seed) {
+  float *v = probe_random(n, seed);
+  gpu_buffer *b = NULL;
+  if (v && gpu_buffer_from(d, v, n * sizeof *v, &b)) b = NULL;
+  free(v);
+  return b;
+}
+
+static void probe_norm(gpu_rec *rec, probe_bufs *b) {
+  gpu_norm n = {b->g, b->b, 1e-5f};
+  gpu_layer_norm(rec, b->x, 3, 2 * PROBE_COLS, &n, b->y, 0, PROBE_COLS, PROBE_ROWS, PROBE_COLS,
+                 NULL, NULL);
+}
+
+static void probe_softmax(gpu_rec *rec, probe_bufs *b) {
+  gpu_softmax(rec, (gpu_attn_slice){b->x, 1, 2 * PROBE_COLS},
+              (gpu_attn_slice){b->y, 0, PROBE_COLS}, PROBE_ROWS, PROBE_COLS, 3.0f);
+}
+
+static void probe_conv_glu(gpu_rec *rec, probe_bufs *b) {
+  gpu_dwconv dw = {b->w, b->b, PROBE_KERNEL};
+  gpu_norm n = {b->g, b->b, 1e-5f};
+  gpu_conv_glu(rec, b->x, 0, 2 * PROBE_COLS, &dw, &n, GPU_CONV_LAYER_NORM, b->y, 0, PROBE_COLS,
+               PROBE_ROWS, PROBE_COLS);
+}
+
+typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
+
+/* Runs `op` with fast kernel k off, then on, and compares: within 1e-5 of the
+ * portable result's largest magnitude (the sums' order is all that differs). */
+static bool row_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
+  enum { N = PROBE_ROWS * PROBE_COLS };
+  size_t xn = (size_t)PROBE_ROWS * 2 * PROBE_COLS + 3, vn = (size_t)PROBE_COLS * PROBE_KERNEL;
+  probe_bufs b = {probe_buffer(d, xn, 1), probe_buffer(d, vn, 2), probe_buffer(d, vn, 3),
+                  probe_buffer(d, vn, 4), probe_buffer(d, N, 5)};
+  float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
+  gpu_rec *rec = NULL;
+  bool ok = b.x && b.g && b.b && b.w && b.y && want && got && !gpu_rec_new(d, &rec);
+  d->use_fast = true;
+  for (int fast = 0; fast < 2 && ok; fast++) {
+    d->fast[k] = fast;
+    ok = !gpu_rec_begin(rec);
+    if (ok) op(rec, &b);
+    ok = ok && !gpu_rec_run(rec) && !gpu_download(b.y, 0, fast ? got : want, N * sizeof *got);
+  }
+  float worst = 0, scale = 0;
+  for (int i = 0; ok && i < N; i++) {
+    scale = fmaxf(scale, fabsf(want[i]));
+    worst = fmaxf(worst, fabsf(got[i] - want[i]));
+  }
+  ok = ok && worst <= 1e-5f * scale && scale > 0;
+  d->fast[k] = d->use_fast = false;
+  gpu_rec_free(rec);
+  gpu_buffer *all[] = {b.x, b.g, b.b, b.w, b.y};
+  for (int i = 0; i < 5; i++) gpu_buffer_free(all[i]);
+  free(want), free(got);
+  log_info("fast %s probe: %s (max |error| %g of %g)", gpu_fast_name(k), ok ? "passed" : "failed",
+           worst, scale);
+  return ok;
+}
+
+static const struct {
+  const char *name;
+  probe_op op;
+} fast_kernels[GPU_FAST_KINDS] = {
+    [GPU_FAST_NORM] = {"layer_norm (subgroups)", probe_norm},
+    [GPU_FAST_SOFTMAX] = {"softmax (subgroups)", probe_softmax},
+    [GPU_FAST_CONV_GLU] = {"conv_glu (subgroups)", probe_conv_glu},
+};
+
+const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
+bool gpu_fast_passed(const gpu_device *d, gpu_fast_kernel k) { return d->fast[k]; }
+bool gpu_fast_used(const gpu_device *d, gpu_fast_kernel k) { return d->use_fast && d->fast[k]; }
+
+uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
+  uint32_t sg = d->info.subgroup_size, per = sg && sg < 64 ? 64 / sg : 1;
+  return gpu_row_groups(rows / per + (rows % per != 0));
+}
+
 void gpu_probe_fast(gpu_device *d) {
-  d->fast_gemm = gemm_probe(d);
+  if (d->coop) d->fast_gemm = gemm_probe(d);
+  /* The row kernels need subgroup arithmetic in compute shaders. */
+  bool passed[GPU_FAST_KINDS] = {false};
+  for (int k = 0; k < GPU_FAST_KINDS && d->info.subgroup_arithmetic; k++)
+    passed[k] = row_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op);
+  for (int k = 0; k < GPU_FAST_KINDS; k++) d->fast[k] = passed[k];
 }

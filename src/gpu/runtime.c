@@ -390,7 +390,7 @@ static int device_create(gpu_device *d) {
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
-  if (d->coop) gpu_probe_fast(d);
+  gpu_probe_fast(d);
   d->use_fast = true;
   return 0;
 }
