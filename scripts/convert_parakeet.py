@@ -341,9 +341,14 @@ def read_hparams(cfg: dict, fe: dict, sd: dict) -> dict:
         act = str(cfg.get("hidden_act", "relu")).lower()
         if act not in ("relu", "sigmoid", "tanh"):
             raise ConvertError(f"joint activation {act!r} is not one of relu/sigmoid/tanh")
+        max_symbols = int(cfg.get("max_symbols_per_step", 10))
+        if head == "rnnt" and max_symbols != 10:
+            # Spec 1.2: the RNN-T cap is fixed at 10 and has no key; a file could
+            # not tell a decoder about another value.
+            raise ConvertError(f"RNN-T max_symbols_per_step {max_symbols}: the published layout fixes it at 10")
         hp.update(pred_hidden=H, pred_layers=n_lstm, pred_vocab=hp["vocab"], joint_hidden=H,
                   num_extra_outputs=len(durations), joint_activation=act, durations=durations,
-                  max_symbols=int(cfg.get("max_symbols_per_step", 10)))
+                  max_symbols=max_symbols)
     return hp
 
 

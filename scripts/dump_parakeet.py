@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Build tiny random-init transformers Parakeet models (CTC and TDT), convert them
+"""Build tiny random-init transformers Parakeet models (CTC, TDT, RNN-T), convert them
 with convert_parakeet.py, and dump reference tensors for the C engine's parity
 tests.
 
     python scripts/dump_parakeet.py                    # writes tests/fixtures/parakeet_*
+    python scripts/dump_parakeet.py --kinds rnnt       # only tests/fixtures/parakeet_rnnt_tiny*
     python scripts/dump_parakeet.py --real-shape       # 0.6B TDT shapes, into build/parakeet_real
 
 Everything is seeded; the clips come from espeak-ng + sox (speech) and numpy
@@ -61,6 +62,17 @@ TINY = {
                      attention_bias=False, convolution_bias=False, scale_input=False),
         decoder=dict(decoder_hidden_size=40, num_decoder_layers=2, durations=[0, 1, 2, 3, 4],
                      max_symbols_per_step=10, hidden_act="relu"),
+    ),
+    # RNN-T: like parakeet-rnnt-0.6b (80 mels, biases, xscaling, 8 heads), 8 heads of 8,
+    # kernel 7, a narrow FFN and a 1-layer LSTM of 32, to stay small. The predictor
+    # projection is twice the TDT's scale: its feedback then ends some runs of
+    # symbols at one frame before the max_symbols cap.
+    "rnnt": dict(
+        seed=9012, pred_scale=4.0,
+        encoder=dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=8, intermediate_size=128,
+                     conv_kernel_size=7, subsampling_conv_channels=16, num_mel_bins=80,
+                     attention_bias=True, convolution_bias=True, scale_input=True),
+        decoder=dict(decoder_hidden_size=32, num_decoder_layers=1, max_symbols_per_step=10, hidden_act="relu"),
     ),
 }
 
@@ -169,12 +181,13 @@ def write_spm_model(path: Path, pieces: list[tuple[str, int]]) -> None:
 # ---------------------------------------------------------------------------
 
 def build_config(kind: str, spec_: dict, n_spm: int):
-    from transformers import ParakeetCTCConfig, ParakeetTDTConfig
+    from transformers import ParakeetCTCConfig, ParakeetRNNTConfig, ParakeetTDTConfig
     enc = dict(spec_["encoder"], **NO_DROPOUT)
     if kind == "ctc":
         return ParakeetCTCConfig(vocab_size=n_spm + 1, encoder_config=enc, pad_token_id=n_spm)
-    return ParakeetTDTConfig(vocab_size=n_spm + 1, blank_token_id=n_spm, pad_token_id=n_spm,
-                             encoder_config=enc, **spec_["decoder"])
+    cls = ParakeetTDTConfig if kind == "tdt" else ParakeetRNNTConfig
+    return cls(vocab_size=n_spm + 1, blank_token_id=n_spm, pad_token_id=n_spm, encoder_config=enc,
+               **spec_["decoder"])
 
 
 @torch.no_grad()
@@ -285,6 +298,86 @@ def tdt_generate(model, inputs):
     return toks, frames, dl
 
 
+@torch.no_grad()
+def rnnt_greedy_torch(model, enc_proj: torch.Tensor, n_frames: int):
+    """Spec 1.9 RNN-T greedy on the transformers modules: blank moves to the next
+    frame; a token is emitted, the predictor state committed, and the decode stays
+    on the frame until blank or max_symbols consecutive tokens there (the cap:
+    forced advance). Returns tokens, frames, the (frame, logits) of every step
+    and the number of cap hits."""
+    cfg = model.config
+    V, max_sym, dec = cfg.vocab_size, cfg.max_symbols_per_step, model.decoder
+    L, H = cfg.num_decoder_layers, cfg.decoder_hidden_size
+    state = (torch.zeros(L, 1, H), torch.zeros(L, 1, H))
+    out, state = dec.lstm(torch.zeros(1, 1, H), state)
+    p = dec.decoder_projector(out)[0, 0]
+    step = nsym = cap_hits = 0
+    toks, frames, steps = [], [], []
+    while step < n_frames:
+        lg = model.joint(p, enc_proj[step])
+        steps.append((step, lg.numpy().copy()))
+        tok = int(torch.argmax(lg))
+        if tok == V - 1:
+            step, nsym = step + 1, 0
+            continue
+        toks.append(tok)
+        frames.append(step)
+        out, state = dec.lstm(dec.embedding(torch.tensor([[tok]])), state)
+        p = dec.decoder_projector(out)[0, 0]
+        nsym += 1
+        if nsym >= max_sym:
+            step, nsym, cap_hits = step + 1, 0, cap_hits + 1
+    return toks, frames, steps, cap_hits
+
+
+@torch.no_grad()
+def rnnt_generate(model, inputs):
+    """transformers' own RNN-T decoding (generate), turned into tokens/frames: the
+    per-step advance (0 after a token, 1 after blank or a forced advance) summed."""
+    model.generation_config.decoder_start_token_id = model.config.blank_token_id
+    model.generation_config.bos_token_id = model.config.blank_token_id
+    out = model.generate(input_features=inputs["input_features"], attention_mask=inputs.get("attention_mask"))
+    seq, adv = out.sequences[0, 1:].tolist(), out.durations[0, 1:].tolist()
+    toks, frames, frame = [], [], 0
+    for s, a in zip(seq, adv):
+        if s != model.config.blank_token_id:
+            toks.append(s)
+            frames.append(frame)
+        frame += a
+    return toks, frames
+
+
+def spec_rnnt_greedy(enc_proj: np.ndarray, kv: dict, t: dict):
+    """Spec 1.9 RNN-T greedy in float64 on the GGUF's tensors (the cap is 10:
+    the GGUF has no key for it)."""
+    V, act = kv["stt.parakeet.predictor.vocab"], kv["stt.parakeet.joint.activation"]
+    pred = spec.Predictor(kv, t)
+    p_out, p_state = pred.step(None, [(np.zeros(pred.Hp), np.zeros(pred.Hp)) for _ in range(pred.L)])
+    step = nsym = 0
+    toks, frames = [], []
+    while step < enc_proj.shape[0]:
+        tok = spec.argmax_lowest(spec.joint(enc_proj[step], p_out, t, act))
+        if tok == V - 1:
+            step, nsym = step + 1, 0
+            continue
+        toks.append(tok)
+        frames.append(step)
+        p_out, p_state = pred.step(tok, p_state)
+        nsym += 1
+        if nsym >= 10:
+            step, nsym = step + 1, 0
+    return toks, frames
+
+
+def symbols_per_frame(frames: list) -> dict:
+    """{symbols emitted at one frame: how many frames}, frames with none left out."""
+    counts = {}
+    for f in set(frames):
+        n = frames.count(f)
+        counts[n] = counts.get(n, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def margins(rows: np.ndarray) -> float:
     """Smallest gap between the best and second-best entry over rows."""
     s = np.sort(rows, axis=-1)
@@ -308,6 +401,20 @@ def run_reference(model, kind: str, pcm: np.ndarray, n_mels: int, masked: bool) 
         assert (gen_toks, gen_frames) == own, "generate() and the greedy rule disagree"
         r.update(tokens=gen_toks, frames=gen_frames, durations=[1] * len(gen_toks),
                  margin=margins(logits[:t_valid].numpy()))
+    elif kind == "rnnt":
+        feats = model.get_audio_features(input_features=inp["input_features"], attention_mask=am)
+        enc_proj = feats.pooler_output[0]
+        t_valid = int(feats.attention_mask.sum()) if am is not None else enc_proj.shape[0]
+        toks, frames, steps, caps = rnnt_greedy_torch(model, enc_proj, t_valid)
+        # generate() stops after max_symbols * T_enc - 1 steps: a decode that long
+        # would be cut short there.
+        assert len(steps) < model.config.max_symbols_per_step * t_valid - 1, "decode reaches generate()'s limit"
+        gen = rnnt_generate(model, {"input_features": inp["input_features"], "attention_mask": am})
+        assert gen == (toks, frames), f"generate() and the spec greedy disagree:\n{gen}\n{(toks, frames)}"
+        sl = np.stack([s[1] for s in steps])
+        r.update(encoder_out=feats.last_hidden_state[0].numpy(), enc_proj=enc_proj.numpy(),
+                 t_enc_valid=t_valid, tokens=toks, frames=frames, durations=[1] * len(toks), cap_hits=caps,
+                 step_frames=[s[0] for s in steps], step_logits=sl, margin=margins(sl))
     else:
         feats = model.get_audio_features(input_features=inp["input_features"], attention_mask=am)
         enc_proj = feats.pooler_output[0]
@@ -322,6 +429,11 @@ def run_reference(model, kind: str, pcm: np.ndarray, n_mels: int, masked: bool) 
                  step_frames=[s[0] for s in steps], step_logits=sl,
                  margin=min(margins(sl[:, :V]), margins(sl[:, V:])))
     return r
+
+
+# Fractions of the speech clip's frames where blank beats every token with the
+# start predictor state, tried in turn for the RNN-T blank logit.
+RNNT_BLANK_QUANTILES = (0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5)
 
 
 def _centered_linear(lin, x: torch.Tensor, scale: float, g) -> None:
@@ -344,10 +456,11 @@ def _split_between(gaps: np.ndarray, q: float) -> float:
 
 
 @torch.no_grad()
-def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int) -> None:
+def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int, pred_scale: float) -> None:
     """Make the random model decode to several different tokens (and, for TDT,
     durations): centred, scaled heads, then a blank bias that leaves roughly
-    half of the frames (CTC) or the steps (TDT) blank."""
+    half of the frames (CTC) or the steps (TDT) blank, or (RNN-T) that gives
+    frames with several symbols and a max_symbols cap hit."""
     g = torch.Generator().manual_seed(seed + 1)
     inp = features(clips[0], n_mels)
     if kind == "ctc":
@@ -363,24 +476,11 @@ def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int) -> None:
         gap = (lg[:, :-1].max(-1).values - lg[:, -1]).numpy()
         h.bias[-1] += _split_between(gap, 0.5)
         return
-    V, H = model.config.vocab_size, model.config.decoder_hidden_size
-    enc = model.encoder(input_features=inp["input_features"],
-                        attention_mask=inp["attention_mask"]).last_hidden_state[0]
-    _centered_linear(model.encoder_projector, enc, 1.0, g)
-    dp = model.decoder.decoder_projector
-    dp.weight.copy_(torch.randn(dp.weight.shape, generator=g) * 2.0 / math.sqrt(H))
-    dp.bias.zero_()
-    # Centre every joint output over the frames (with the start predictor state),
-    # so that no token or duration wins by a constant offset.
-    h = model.joint.head
-    e = model.encoder_projector(enc)
-    out, _ = model.decoder.lstm(torch.zeros(1, 1, H))
-    z = torch.relu(e + dp(out)[0, 0])
-    w = torch.randn(h.weight.shape, generator=g) * 6.0 / math.sqrt(H) / (z.std(0) + 1e-6)
-    h.weight.copy_(w)
-    h.bias.copy_(-(w @ z.mean(0)))
-    lg = model.joint(dp(out)[0, 0], e)
-    gap = (lg[:, :V - 1].max(-1).values - lg[:, V - 1]).numpy()
+    h, gap = _tune_joint(model, inp, g, pred_scale)
+    V = model.config.vocab_size
+    if kind == "rnnt":
+        _tune_rnnt_blank(model, h, gap, clips, n_mels)
+        return
     h.bias[V - 1] += _split_between(gap, 0.3)
     # transformers' generate() appends argmax over ALL joint outputs as the next
     # decoder input (it splits tokens from durations only for the frame advance);
@@ -395,28 +495,86 @@ def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int) -> None:
     for b0 in (0.0, -0.5, -1.0, -1.5, -2.0, -2.5, -3.0, -4.0, -5.0, -8.0, -12.0, -20.0, -1e4):
         h.bias[V] = bias0 + b0
         ok, seen = True, set()
-        for clip in clips:
-            for masked in (True, False):
-                ci = features(clip, n_mels)
-                f = model.get_audio_features(input_features=ci["input_features"],
-                                             attention_mask=ci["attention_mask"] if masked else None)
-                n = int(f.attention_mask.sum()) if masked else f.pooler_output.shape[1]
-                toks, _, dl, _, caps = tdt_greedy_torch(model, f.pooler_output[0], n)
-                ok &= caps == 0 and len(toks) >= 4
-                seen |= set(dl)
-                tried.append((b0, masked, len(toks), caps, sorted(set(dl))))
+        for masked, enc_proj, n in _clip_projections(model, clips, n_mels):
+            toks, _, dl, _, caps = tdt_greedy_torch(model, enc_proj, n)
+            ok &= caps == 0 and len(toks) >= 4
+            seen |= set(dl)
+            tried.append((b0, masked, len(toks), caps, sorted(set(dl))))
         if ok and len(seen) >= min(4, len(clips) + 2):
             return
     raise RuntimeError(f"no duration-0 bias gives a varied TDT decode without max_symbols cap hits: {tried}")
 
 
+def _clip_projections(model, clips: list, n_mels: int):
+    """(masked, joint encoder projection, frames to decode) of every clip, masked
+    and unmasked."""
+    for clip in clips:
+        for masked in (True, False):
+            ci = features(clip, n_mels)
+            f = model.get_audio_features(input_features=ci["input_features"],
+                                         attention_mask=ci["attention_mask"] if masked else None)
+            n = int(f.attention_mask.sum()) if masked else f.pooler_output.shape[1]
+            yield masked, f.pooler_output[0], n
+
+
+@torch.no_grad()
+def _tune_joint(model, inp, g, pred_scale: float):
+    """Transducer joint: centred encoder projection, scaled predictor projection,
+    joint output centred over the speech clip's frames. Returns the output layer
+    and, per frame, the best token logit minus the blank logit."""
+    V, H = model.config.vocab_size, model.config.decoder_hidden_size
+    enc = model.encoder(input_features=inp["input_features"],
+                        attention_mask=inp["attention_mask"]).last_hidden_state[0]
+    _centered_linear(model.encoder_projector, enc, 1.0, g)
+    dp = model.decoder.decoder_projector
+    dp.weight.copy_(torch.randn(dp.weight.shape, generator=g) * pred_scale / math.sqrt(H))
+    dp.bias.zero_()
+    # Centre every joint output over the frames (with the start predictor state),
+    # so that no token or duration wins by a constant offset.
+    h = model.joint.head
+    e = model.encoder_projector(enc)
+    out, _ = model.decoder.lstm(torch.zeros(1, 1, H))
+    z = torch.relu(e + dp(out)[0, 0])
+    w = torch.randn(h.weight.shape, generator=g) * 6.0 / math.sqrt(H) / (z.std(0) + 1e-6)
+    h.weight.copy_(w)
+    h.bias.copy_(-(w @ z.mean(0)))
+    lg = model.joint(dp(out)[0, 0], e)
+    return h, (lg[:, :V - 1].max(-1).values - lg[:, V - 1]).numpy()
+
+
+@torch.no_grad()
+def _tune_rnnt_blank(model, h, gap: np.ndarray, clips: list, n_mels: int) -> None:
+    """RNN-T: place the blank logit so that every decode emits several tokens
+    (at most 3 per frame on average) with some frame emitting two to nine, and at
+    least one frame reaches the max_symbols cap (a frame whose encoder projection
+    outweighs the predictor's feedback repeats tokens until the cap forces the
+    advance)."""
+    V = model.config.vocab_size
+    bias0 = float(h.bias[V - 1])
+    runs = list(_clip_projections(model, clips, n_mels))
+    tried = []
+    for q in RNNT_BLANK_QUANTILES:
+        h.bias[V - 1] = bias0 + _split_between(gap, q)
+        ok, caps = True, 0
+        for masked, enc_proj, n in runs:
+            toks, frames, _, c = rnnt_greedy_torch(model, enc_proj, n)
+            per = symbols_per_frame(frames)
+            ok &= 4 <= len(toks) <= 3 * n and any(2 <= m < model.config.max_symbols_per_step for m in per)
+            caps += c
+            tried.append((q, masked, len(toks), c, per))
+        if ok and caps >= 1:
+            return
+    raise RuntimeError(f"no blank bias gives an RNN-T decode with multi-symbol frames and a cap hit: {tried}")
+
+
 def build_model(kind: str, cfg_spec: dict, n_spm: int, clips: list):
-    from transformers import ParakeetForCTC, ParakeetForTDT
+    from transformers import ParakeetForCTC, ParakeetForRNNT, ParakeetForTDT
     config = build_config(kind, cfg_spec, n_spm)
     torch.manual_seed(cfg_spec["seed"])
-    model = (ParakeetForCTC if kind == "ctc" else ParakeetForTDT)(config).eval()
+    model = {"ctc": ParakeetForCTC, "tdt": ParakeetForTDT, "rnnt": ParakeetForRNNT}[kind](config).eval()
     init_weights(model, cfg_spec["seed"])
-    tune_heads(model, kind, clips, config.encoder_config.num_mel_bins, cfg_spec["seed"])
+    tune_heads(model, kind, clips, config.encoder_config.num_mel_bins, cfg_spec["seed"],
+               cfg_spec.get("pred_scale", 2.0))
     return model
 
 
@@ -504,7 +662,13 @@ def check_gguf_layout(path: Path, model, kind: str, outtype: str) -> None:
                                                  "conv_context_left", "conv_context_right")]
     if kind != "ctc":
         u32 += ["stt.parakeet.predictor." + k for k in ("hidden", "n_layers", "vocab")]
-        u32 += ["stt.parakeet.joint.hidden", "stt.parakeet.joint.num_extra_outputs", "stt.parakeet.tdt.max_symbols"]
+        u32 += ["stt.parakeet.joint.hidden", "stt.parakeet.joint.num_extra_outputs"]
+    if kind == "tdt":
+        u32 += ["stt.parakeet.tdt.max_symbols"]
+    assert f["stt.parakeet.head_kind"].contents() == kind
+    if kind == "rnnt":   # spec 1.2: no durations, no cap key (fixed at 10)
+        assert f["stt.parakeet.joint.num_extra_outputs"].contents() == 0
+        assert not any(k.startswith("stt.parakeet.tdt.") for k in f), "RNN-T file with tdt.* keys"
     for k in u32:
         assert f[k].types == [VT.UINT32], (k, f[k].types)
     for k in i32:
@@ -536,6 +700,10 @@ def check_against_spec(model_gguf: Path, kind: str, pcm: np.ndarray, ref_nomask:
         res["out_max_abs"] = float(np.abs(lg - ref_nomask["logits"]).max())
         toks, frames = spec.ctc_greedy(lg)
         res["tokens_equal"] = (toks, frames) == (ref_nomask["tokens"], ref_nomask["frames"])
+    elif kind == "rnnt":
+        ep = spec.joint_enc(enc, t)
+        res["out_max_abs"] = float(np.abs(ep - ref_nomask["enc_proj"]).max())
+        res["tokens_equal"] = spec_rnnt_greedy(ep, kv, t) == (ref_nomask["tokens"], ref_nomask["frames"])
     else:
         ep = spec.joint_enc(enc, t)
         res["out_max_abs"] = float(np.abs(ep - ref_nomask["enc_proj"]).max())
@@ -594,6 +762,9 @@ def make_fixture(kind: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, 
         if kind == "tdt":
             info["cap_hits"] = rr["cap_hits"]
             assert rr["cap_hits"] == 0 and refs[name]["nomask."]["cap_hits"] == 0
+        if kind == "rnnt":
+            info["cap_hits"] = [rr["cap_hits"], refs[name]["nomask."]["cap_hits"]]
+            info["symbols_per_frame"] = symbols_per_frame(rr["frames"])
         if check:
             info["spec_check"] = check_against_spec(model_gguf, kind, pcm, refs[name]["nomask."], rr)
         report["clips"][name] = info
@@ -624,6 +795,8 @@ def main(argv=None) -> int:
     p.add_argument("--real-shape", action="store_true",
                    help="build the 0.6B TDT shape (parakeet-tdt-0.6b-v2) into build/parakeet_real instead")
     p.add_argument("--no-check", action="store_true", help="skip the numpy spec cross-check")
+    p.add_argument("--kinds", nargs="+", choices=list(TINY), default=list(TINY),
+                   help="which tiny fixtures to (re)write (default: all)")
     a = p.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     a.work_dir.mkdir(parents=True, exist_ok=True)
@@ -644,12 +817,12 @@ def main(argv=None) -> int:
     check_tokenizer_dir = a.work_dir / "tok"
     check_tokenizer_dir.mkdir(exist_ok=True)
     report = {}
-    for kind in ("ctc", "tdt"):
+    for kind in a.kinds:
         meta = dict(variant=f"{kind}-tiny-random", name=f"Parakeet {kind.upper()} tiny, random weights (steno fixture)",
                     version="fixture")
         report[kind] = make_fixture(kind, TINY[kind], TINY_PIECES, clips, a.out_dir, a.work_dir,
                                     f"parakeet_{kind}_tiny", meta, check=not a.no_check, quant_check=True)
-    check_tokenizer(a.work_dir / "parakeet_ctc_tiny_hf", check_tokenizer_dir, len(TINY_PIECES))
+    check_tokenizer(a.work_dir / f"parakeet_{a.kinds[0]}_tiny_hf", check_tokenizer_dir, len(TINY_PIECES))
     (a.work_dir / "report.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report, indent=1, default=str))
     return 0

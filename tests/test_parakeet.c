@@ -141,5 +141,6 @@ int main(void) {
   test_device();
   model("parakeet_ctc_tiny");
   model("parakeet_tdt_tiny");
+  model("parakeet_rnnt_tiny");
   return check_done();
 }
