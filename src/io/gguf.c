@@ -167,8 +167,8 @@ static int rd_kv(reader *r, gguf_kv *kv, size_t i) {
   TRY(rd_u32(r, &kv->type, "value type"));
   if (kv->type >= GGUF_VAL_COUNT) return fail(r, "unknown value type %u", kv->type);
   if (kv->type != GGUF_VAL_ARRAY) return rd_elems(r, kv, kv->type, 1);
-  uint32_t elem;
-  uint64_t n;
+  uint32_t elem = 0;
+  uint64_t n = 0;
   TRY(rd_u32(r, &elem, "array element type"));
   if (elem == GGUF_VAL_ARRAY) return fail(r, "nested arrays are not supported");
   if (elem >= GGUF_VAL_COUNT) return fail(r, "unknown array element type %u", elem);
@@ -318,7 +318,7 @@ static int rd_header(reader *r, uint64_t *n_tensors, uint64_t *n_kv) {
     return fail(r, "not a GGUF file (starts with bytes %s, not 'GGUF')", seen);
   }
   r->pos = 4;
-  uint32_t version;
+  uint32_t version = 0;
   TRY(rd_u32(r, &version, "version"));
   if (version != 2 && version != 3) {
     if (version && !(version & 0xffff)) return fail(r, "big-endian GGUF is not supported");
@@ -336,7 +336,7 @@ static int rd_header(reader *r, uint64_t *n_tensors, uint64_t *n_kv) {
 
 static int parse(gguf_file *f) {
   reader r = {.f = f};
-  uint64_t n_tensors, n_kv;
+  uint64_t n_tensors = 0, n_kv = 0;
   TRY(rd_header(&r, &n_tensors, &n_kv));
 
   f->kv = mem_alloc((size_t)n_kv, sizeof *f->kv);
