@@ -21,7 +21,7 @@ static int load_bpe(const gguf_file *f, bpe *b) {
   size_t *len = malloc(n * sizeof *len);
   for (size_t i = 0; i < t->n; i++) s[i] = t->v.str[i].s, len[i] = t->v.str[i].len;
   for (size_t i = 0; i < m->n; i++) s[t->n + i] = m->v.str[i].s, len[t->n + i] = m->v.str[i].len;
-  int st = bpe_init(b, (int)t->n, s, len, false, m->n, s + t->n, len + t->n);
+  int st = bpe_init(b, (int)t->n, s, len, false, false, m->n, s + t->n, len + t->n);
   free(s);
   free(len);
   return st;

@@ -165,7 +165,8 @@ static int set_token(bpe *b, int i, const char *s, size_t n, bool raw) {
 }
 
 int bpe_init(bpe *b, int n, const char *const *tokens, const size_t *len, bool raw,
-             size_t n_merges, const char *const *merges, const size_t *merge_len) {
+             bool ranks_are_ids, size_t n_merges, const char *const *merges,
+             const size_t *merge_len) {
   memset(b, 0, sizeof *b);
   if (n < 1 || n > (1 << 24) || n_merges > (1u << 24))
     return err_set(STENO_ERR_FORMAT, "BPE vocabulary of %d tokens and %zu merges", n, n_merges);
@@ -187,7 +188,8 @@ int bpe_init(bpe *b, int n, const char *const *tokens, const size_t *len, bool r
       st = err_set(STENO_ERR_FORMAT, "BPE merge %zu is not \"a b\"", i);
     else map_put(b->ranks, merges[i], merge_len[i], (int)i);
   }
-  if (!st && n_merges) {
+  b->rank_by_id = ranks_are_ids && n_merges == 0;
+  if (!st && (n_merges || b->rank_by_id)) {
     int code;
     PCRE2_SIZE at;
     b->re = pcre2_compile((PCRE2_SPTR)GPT2_SPLIT, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
@@ -256,10 +258,11 @@ static int merge_word(const bpe *b, const char *s, size_t n, size_t *start, size
     int best = -1;
     size_t at = 0;
     for (size_t i = 0; i + 1 < m; i++) {
+      size_t gap = b->rank_by_id ? 0 : 1;
       memcpy(key, s + start[i], len[i]);
       key[len[i]] = ' ';
-      memcpy(key + len[i] + 1, s + start[i + 1], len[i + 1]);
-      int r = map_get(b->ranks, key, len[i] + len[i + 1] + 1);
+      memcpy(key + len[i] + gap, s + start[i + 1], len[i + 1]);
+      int r = map_get(b->rank_by_id ? b->ids : b->ranks, key, len[i] + len[i + 1] + gap);
       if (r >= 0 && (best < 0 || r < best)) best = r, at = i;
     }
     if (best < 0) break;

@@ -19,13 +19,18 @@ typedef struct {
   char **sym;        /* each token in byte-unicode form */
   bpe_map *ids;      /* byte-unicode token → id */
   bpe_map *ranks;    /* "a b" → merge rank */
+  bool rank_by_id;   /* no merges, raw tokens (tiktoken): a pair's rank is its join's id */
   void *re;          /* the compiled pre-tokenizer (pcre2_code) */
 } bpe;
 
 /* n tokens (len[i] bytes each), in byte-unicode form, or as raw bytes when
- * `raw` (whisper.cpp's .bin vocabularies); n_merges merges (0: no encoding). */
+ * `raw` (whisper.cpp's .bin vocabularies); n_merges merges. With
+ * `ranks_are_ids` (and no merges) text encodes as tiktoken does: a pair's rank
+ * is the id of its join, OpenAI's vocabularies being ordered so. Neither:
+ * decoding only. */
 int bpe_init(bpe *b, int n, const char *const *tokens, const size_t *len, bool raw,
-             size_t n_merges, const char *const *merges, const size_t *merge_len);
+             bool ranks_are_ids, size_t n_merges, const char *const *merges,
+             const size_t *merge_len);
 void bpe_free(bpe *b);
 
 /* The id of a token given in byte-unicode form (specials like "<|en|>"), or -1. */

@@ -120,7 +120,9 @@ static int tokenizer(const gguf_file *f, whisper *m) {
   int st = s && len ? 0 : STENO_ERR_NOMEM;
   for (size_t i = 0; !st && i < n; i++) s[i] = tokens->v.str[i].s, len[i] = tokens->v.str[i].len;
   for (size_t i = 0; !st && i < nm; i++) s[n + i] = merges->v.str[i].s, len[n + i] = merges->v.str[i].len;
-  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, nm, s + n, len + n);
+  bool by_id = false; /* set by the .bin adapter: tiktoken ranks */
+  if (!st) st = gguf_opt_bool(f, "steno.bpe_ranks_are_ids", &by_id);
+  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, by_id, nm, s + n, len + n);
   free(s);
   free(len);
   return st ? err_wrap(st, "%s: ", f->name) : 0;

@@ -129,6 +129,11 @@ wsearch whisper_rules(const whisper *m);
 int whisper_transcribe(whisper *m, const float *pcm, size_t n, const steno_transcribe_params *p,
                        steno_result **out);
 
+/* whisper.cpp's legacy .bin at `path` as a GGUF image in the published layout
+ * (whisper/bin.c), for gguf_open_memory; *image is malloc'd and must outlive
+ * the gguf_file. */
+int whisper_bin_image(const char *path, uint8_t **image, size_t *size);
+
 /* Builds the public result from a run (whisper/result.c). */
 int whisper_result(const whisper *m, const whisper_output *o, double seconds, steno_result **out);
 
