@@ -14,6 +14,25 @@ static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
 
 size_t gpu_attention_scratch(uint32_t t, uint32_t heads) { return (size_t)heads * t * t; }
 
+/* flash.comp's HD for a head size (0: too wide, the portable path), keys per block. */
+#define FLASH_BK 16u
+static uint32_t flash_hd(const gpu_device *d, uint32_t head_dim) {
+  uint32_t hd = head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 0;
+  size_t shared = 2 * FLASH_BK * hd * sizeof(float) + FLASH_BK * 4;
+  return hd && shared <= gpu_device_info(d)->max_shared_memory ? hd : 0;
+}
+
+/* Plain attention only for now: flash.comp's RELATIVE variant hangs on
+ * lavapipe (docs/perf.md), so relative attention keeps the portable path. */
+static bool use_flash(const gpu_device *d, uint32_t head_dim, bool relative) {
+  return !relative && gpu_fast_used(d, GPU_FAST_ATTENTION) && flash_hd(d, head_dim);
+}
+
+size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
+                                uint32_t head_dim) {
+  return use_flash(d, head_dim, false) ? 1 : gpu_attention_scratch(t, heads);
+}
+
 /* Whether `rows` rows of `cols` floats at s lie inside its buffer, with
  * indices the kernels' 32-bit arithmetic reaches. */
 static int check_slice(const char *what, gpu_attn_slice s, uint64_t rows, uint64_t cols) {
@@ -62,7 +81,7 @@ void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows
 }
 
 /* The shapes of a, checked against its buffers. */
-static int check_attn(const gpu_attn *a, bool relative) {
+static int check_attn(const gpu_attn *a, bool relative, bool flash) {
   uint32_t t = a->t, h = a->heads;
   uint64_t width = (uint64_t)h * a->head_dim;
   if (!t || !h || !a->head_dim || tiles(t) > MAX_GROUPS || h > MAX_GROUPS)
@@ -78,9 +97,10 @@ static int check_attn(const gpu_attn *a, bool relative) {
     TRY(check_slice("attention q+v", a->qv, t, width));
     TRY(check_slice("attention pos", a->pos, 2 * (uint64_t)t - 1, width));
   }
-  /* The scores as heads·t rows of t (check_slice keeps them under 2^32). */
+  /* The scores as heads·t rows of t (check_slice keeps them under 2^32);
+   * flash attention has none. */
   gpu_attn_slice s = {a->scores, 0, t};
-  TRY(check_slice("attention scores", s, (uint64_t)h * t, t));
+  if (!flash) TRY(check_slice("attention scores", s, (uint64_t)h * t, t));
   if (a->mask && gpu_buffer_size(a->mask) < (size_t)t * 4)
     return err_set(STENO_ERR_INVALID, "attention mask of %zu bytes for %u keys",
                    gpu_buffer_size(a->mask), t);
@@ -89,7 +109,9 @@ static int check_attn(const gpu_attn *a, bool relative) {
 
 /* scores (with relative positions or not), softmax over the kept keys, values. */
 static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
-  int st = check_attn(a, relative);
+  gpu_device *d = gpu_rec_device(rec);
+  bool flash = use_flash(d, a->head_dim, relative);
+  int st = check_attn(a, relative, flash);
   if (st) {
     gpu_rec_fail(rec, st);
     return;
@@ -97,6 +119,22 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   uint32_t t = a->t, hd = a->head_dim, rel = relative;
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
+  if (flash) {
+    uint32_t spec[2] = {rel, flash_hd(d, hd)};
+    gpu_kernel *k = gpu_rec_kernel(rec, "flash", spec, 2);
+    struct {
+      uint32_t t, head_dim;
+      float scale;
+      uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
+      uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride;
+    } fp = {t,          hd,          scale,       a->mask != NULL, a->q.offset, a->q.stride,
+            a->k.offset, a->k.stride, a->v.offset, a->v.stride,     qv.offset,   qv.stride,
+            pos.offset, pos.stride,  a->o.offset, a->o.stride};
+    gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf,
+                        a->mask ? a->mask : a->q.buf, a->o.buf};
+    gpu_dispatch(rec, k, fb, 7, &fp, sizeof fp, (t + 63) / 64, a->heads, 1);
+    return;
+  }
 
   gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", &rel, 1);
   struct {

@@ -36,6 +36,12 @@ typedef struct {
 /* Floats of scores scratch an attention over t frames needs: heads·t². */
 size_t gpu_attention_scratch(uint32_t t, uint32_t heads);
 
+/* The same on device d for plain attention (gpu_attention) over heads of
+ * head_dim: 1 where flash attention (no scores) is used, as it is where its
+ * probe passed and gpu_set_fast is on; relative attention needs the full size. */
+size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
+                                uint32_t head_dim);
+
 /* y[r] = softmax(scale · x[r]) over `cols` values of `rows` rows, the row's
  * max subtracted first; y may be x (the same slice: in place). */
 void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows, uint32_t cols,

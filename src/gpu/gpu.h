@@ -69,6 +69,7 @@ typedef enum {
   GPU_FAST_NORM,      /* layer_norm with subgroup reductions (norm_fast.comp) */
   GPU_FAST_SOFTMAX,   /* softmax with subgroup reductions (softmax_fast.comp) */
   GPU_FAST_CONV_GLU,  /* conv_glu with subgroup reductions (conv_glu_fast.comp) */
+  GPU_FAST_ATTENTION, /* flash attention, no t² scores (flash.comp); needs no feature */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 

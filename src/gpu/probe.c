@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/error.h"
 #include "base/half.h"
 #include "base/log.h"
 #include "gpu/attention.h"
@@ -66,18 +67,19 @@ static bool gemm_probe(gpu_device *d) {
   return ok;
 }
 
-/* ---- the subgroup row kernels: each against its portable twin on the device ---- */
+/* ---- the other fast kernels: each against its portable twin on the device ---- */
 
 enum { PROBE_ROWS = 37, PROBE_COLS = 200, PROBE_KERNEL = 9 };
 
 /* Random inputs for a probe: x [rows][2·cols] and three [cols·kernel] vectors. */
 typedef struct {
-  gpu_buffer *x, *g, *b, *w, *y;
+  gpu_buffer *x, *g, *b, *w, *y, *mask;
 } probe_bufs;
 
+/* n values in [-2, 2), or zeros for seed 0. */
 static float *probe_random(size_t n, uint32_t seed) {
-  float *v = malloc(n * sizeof *v);
-  for (size_t i = 0; v && i < n; i++)
+  float *v = calloc(n, sizeof *v);
+  for (size_t i = 0; v && seed && i < n; i++)
     v[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 4 - 2;
   return v;
 }
@@ -108,18 +110,36 @@ static void probe_conv_glu(gpu_rec *rec, probe_bufs *b) {
                PROBE_ROWS, PROBE_COLS);
 }
 
+/* The flash pipeline at both head sizes (HD 64 and 128), with a mask, t = 37
+ * over three key blocks, into two parts of y (one head of 40, one of 100);
+ * the portable path's scores go to b->w. */
+static void probe_attention(gpu_rec *rec, probe_bufs *b) {
+  enum { T = 37 };
+  uint32_t at = 0;
+  for (uint32_t hd = 40; hd <= 100; hd += 60) {
+    gpu_attn a = {.q = {b->x, 0, 3 * hd}, .k = {b->x, hd, 3 * hd}, .v = {b->x, 2 * hd, 3 * hd},
+                  .o = {b->y, at, hd}, .mask = b->mask, .scores = b->w, .t = T, .heads = 1,
+                  .head_dim = hd};
+    gpu_attention(rec, &a);
+    at += T * hd;
+  }
+}
+
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
 
 /* Runs `op` with fast kernel k off, then on, and compares: within 1e-5 of the
  * portable result's largest magnitude (the sums' order is all that differs). */
-static bool row_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
+static bool twin_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   enum { N = PROBE_ROWS * PROBE_COLS };
   size_t xn = (size_t)PROBE_ROWS * 2 * PROBE_COLS + 3, vn = (size_t)PROBE_COLS * PROBE_KERNEL;
+  uint32_t keys[PROBE_COLS];
+  for (int j = 0; j < PROBE_COLS; j++) keys[j] = j % 3 != 1;
   probe_bufs b = {probe_buffer(d, xn, 1), probe_buffer(d, vn, 2), probe_buffer(d, vn, 3),
-                  probe_buffer(d, vn, 4), probe_buffer(d, N, 5)};
+                  probe_buffer(d, vn, 4), probe_buffer(d, N, 0), NULL};
+  if (gpu_buffer_from(d, keys, sizeof keys, &b.mask)) b.mask = NULL;
   float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
   gpu_rec *rec = NULL;
-  bool ok = b.x && b.g && b.b && b.w && b.y && want && got && !gpu_rec_new(d, &rec);
+  bool ok = b.x && b.g && b.b && b.w && b.y && b.mask && want && got && !gpu_rec_new(d, &rec);
   d->use_fast = true;
   for (int fast = 0; fast < 2 && ok; fast++) {
     d->fast[k] = fast;
@@ -135,21 +155,23 @@ static bool row_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   ok = ok && worst <= 1e-5f * scale && scale > 0;
   d->fast[k] = d->use_fast = false;
   gpu_rec_free(rec);
-  gpu_buffer *all[] = {b.x, b.g, b.b, b.w, b.y};
-  for (int i = 0; i < 5; i++) gpu_buffer_free(all[i]);
+  gpu_buffer *all[] = {b.x, b.g, b.b, b.w, b.y, b.mask};
+  for (int i = 0; i < 6; i++) gpu_buffer_free(all[i]);
   free(want), free(got);
-  log_info("fast %s probe: %s (max |error| %g of %g)", gpu_fast_name(k), ok ? "passed" : "failed",
-           worst, scale);
+  log_info("fast %s probe: %s (max |error| %g of %g)%s%s", gpu_fast_name(k),
+           ok ? "passed" : "failed", worst, scale, ok || scale ? "" : ": ", ok || scale ? "" : err_message());
   return ok;
 }
 
 static const struct {
   const char *name;
   probe_op op;
+  bool subgroups; /* needs subgroup arithmetic in compute shaders */
 } fast_kernels[GPU_FAST_KINDS] = {
-    [GPU_FAST_NORM] = {"layer_norm (subgroups)", probe_norm},
-    [GPU_FAST_SOFTMAX] = {"softmax (subgroups)", probe_softmax},
-    [GPU_FAST_CONV_GLU] = {"conv_glu (subgroups)", probe_conv_glu},
+    [GPU_FAST_NORM] = {"layer_norm (subgroups)", probe_norm, true},
+    [GPU_FAST_SOFTMAX] = {"softmax (subgroups)", probe_softmax, true},
+    [GPU_FAST_CONV_GLU] = {"conv_glu (subgroups)", probe_conv_glu, true},
+    [GPU_FAST_ATTENTION] = {"flash attention", probe_attention, false},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
@@ -163,9 +185,9 @@ uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
 
 void gpu_probe_fast(gpu_device *d) {
   if (d->coop) d->fast_gemm = gemm_probe(d);
-  /* The row kernels need subgroup arithmetic in compute shaders. */
   bool passed[GPU_FAST_KINDS] = {false};
-  for (int k = 0; k < GPU_FAST_KINDS && d->info.subgroup_arithmetic; k++)
-    passed[k] = row_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op);
+  for (int k = 0; k < GPU_FAST_KINDS; k++)
+    if (fast_kernels[k].op && (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups))
+      passed[k] = twin_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op);
   for (int k = 0; k < GPU_FAST_KINDS; k++) d->fast[k] = passed[k];
 }

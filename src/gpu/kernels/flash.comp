@@ -1,0 +1,115 @@
+#version 450
+// flash (fast attention): attention_scores + softmax + attention_values in
+// one pass with no t² buffer: online softmax over blocks of keys (FlashAttention).
+// Same contract as gpu_attention / gpu_rel_attention:
+//   s(i, j) = scale · (q_i·k_j [+ (q+v)_i·pos[j − i + t − 1] with RELATIVE])
+//   o_i = Σ_j softmax_j(s(i, ·)) · v_j over the keys the mask keeps; 0 if none.
+//
+// q, k, v, qv  f32 (bindings 0, 1, 2, 3): row i of head h at
+//              X[X_off + i·X_stride + h·head_dim ..]; qv read only with RELATIVE
+// pos          f32 (binding 4, RELATIVE only): 2t − 1 rows, row r at pos_off + r·pos_stride
+// mask         [t] uint (binding 5, read only when `masked`): 0 = key ignored
+// o            f32 (binding 6): row i of head h at o_off + i·o_stride + h·head_dim
+//
+// One workgroup per (64 queries, head); one query per invocation, its q (and
+// q+v) and its output accumulator in private vec4 arrays of HD/4 (spec
+// constant 1: head_dim rounded up to 64 or 128, zero-padded). Keys go in
+// blocks of 16 through shared memory (k and v: 2·16·HD floats, 16 KiB at HD
+// 128); per block the scores, their max, one rescale of the running sum and
+// accumulator, then the weighted v rows. Loops over dims are unrolled (vec4):
+// besides speed, lavapipe caps an invocation's loop iterations at 65535 in all. The relative term reads its pos rows straight from the
+// buffer (each query needs other rows). All in f32: only the order of the
+// sums differs from the portable path.
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint RELATIVE = 0;
+layout(constant_id = 1) const uint HD = 64;
+
+layout(std430, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, binding = 1) readonly buffer K { float k[]; };
+layout(std430, binding = 2) readonly buffer V { float v[]; };
+layout(std430, binding = 3) readonly buffer QV { float qv[]; };
+layout(std430, binding = 4) readonly buffer Pos { float pos[]; };
+layout(std430, binding = 5) readonly buffer Mask { uint mask[]; };
+layout(std430, binding = 6) writeonly buffer O { float o[]; };
+
+layout(push_constant) uniform Push {
+  uint t, head_dim;
+  float scale;
+  uint masked;
+  uint q_off, q_stride, k_off, k_stride, v_off, v_stride;
+  uint qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride;
+} p;
+
+const uint BQ = 64, BK = 16, HD4 = HD / 4;
+shared vec4 ks[BK][HD4], vs[BK][HD4];
+shared uint keep[BK]; // 1 = the key counts
+
+// Four values from dim 4c of a row at `at` (zeros past head_dim).
+#define LOAD4(buf, at, c) \
+  vec4(4 * (c) + 0 < p.head_dim ? buf[(at) + 4 * (c) + 0] : 0.0, \
+       4 * (c) + 1 < p.head_dim ? buf[(at) + 4 * (c) + 1] : 0.0, \
+       4 * (c) + 2 < p.head_dim ? buf[(at) + 4 * (c) + 2] : 0.0, \
+       4 * (c) + 3 < p.head_dim ? buf[(at) + 4 * (c) + 3] : 0.0)
+
+void main() {
+  uint l = gl_LocalInvocationID.x, h = gl_WorkGroupID.y, i = gl_WorkGroupID.x * BQ + l;
+  uint col = h * p.head_dim;
+  bool live = i < p.t;
+  vec4 qr[HD4], qvr[HD4], acc[HD4];
+  uint qa = p.q_off + i * p.q_stride + col, qva = p.qv_off + i * p.qv_stride + col;
+  [[unroll]] for (uint c = 0; c < HD4; c++) {
+    qr[c] = live ? LOAD4(q, qa, c) : vec4(0.0);
+    if (RELATIVE != 0) qvr[c] = live ? LOAD4(qv, qva, c) : vec4(0.0);
+    acc[c] = vec4(0.0);
+  }
+  float m = -3.0e38, sum = 0.0;
+  for (uint j0 = 0; j0 < p.t; j0 += BK) {
+    // BK rows of HD4 vec4 of k and v: BK·HD4 / 64 per invocation.
+    [[unroll]] for (uint n = 0; n < BK * HD4 / BQ; n++) {
+      uint e = n * BQ + l, r = e / HD4, c = e % HD4, j = j0 + r;
+      bool ok = j < p.t;
+      ks[r][c] = ok ? LOAD4(k, p.k_off + j * p.k_stride + col, c) : vec4(0.0);
+      vs[r][c] = ok ? LOAD4(v, p.v_off + j * p.v_stride + col, c) : vec4(0.0);
+    }
+    if (l < BK) keep[l] = j0 + l < p.t && (p.masked == 0 || mask[j0 + l] != 0) ? 1 : 0;
+    barrier();
+    if (live) {
+      float s[BK];
+      float bm = -3.0e38;
+      bool any = false;
+      for (uint r = 0; r < BK; r++) {
+        s[r] = -3.0e38;
+        if (keep[r] == 0) continue;
+        float a = 0.0;
+        [[unroll]] for (uint c = 0; c < HD4; c++) a += dot(qr[c], ks[r][c]);
+        if (RELATIVE != 0) {
+          uint at = p.pos_off + (j0 + r + p.t - 1 - i) * p.pos_stride + col;
+          [[unroll]] for (uint c = 0; c < HD4; c++) a += dot(qvr[c], LOAD4(pos, at, c));
+        }
+        s[r] = p.scale * a;
+        bm = max(bm, s[r]);
+        any = true;
+      }
+      if (any) {
+        float mn = max(m, bm), corr = exp(m - mn);
+        sum *= corr;
+        [[unroll]] for (uint c = 0; c < HD4; c++) acc[c] *= corr;
+        for (uint r = 0; r < BK; r++) {
+          if (keep[r] == 0) continue;
+          float w = exp(s[r] - mn);
+          sum += w;
+          [[unroll]] for (uint c = 0; c < HD4; c++) acc[c] += w * vs[r][c];
+        }
+        m = mn;
+      }
+    }
+    barrier();
+  }
+  if (!live) return;
+  float inv = sum > 0.0 ? 1.0 / sum : 0.0;
+  uint oa = p.o_off + i * p.o_stride + col;
+  [[unroll]] for (uint c = 0; c < HD4; c++)
+    for (uint e = 0; e < 4; e++)
+      if (4 * c + e < p.head_dim) o[oa + 4 * c + e] = acc[c][e] * inv;
+}
