@@ -1,5 +1,5 @@
 /* Portable vs fast kernels on the same shapes, side by side in one run:
- * layer_norm, softmax, conv_glu at Parakeet 0.6B widths (d 1024, 8 heads),
+ * layer_norm, softmax, conv_glu, attention (flash) at Parakeet 0.6B widths (d 1024, 8 heads),
  * t frames. Each op is recorded `reps` times into one submission; the best of
  * 3 submissions counts. On the CPU machine (lavapipe) only the ratio counts.
  * Build and run: bench/row_kernels.sh [t] [reps]. */
@@ -41,6 +41,13 @@ static void op_conv_glu(gpu_rec *rec, work *w) {
   gpu_conv_glu(rec, w->x, 0, 2048, &dw, &n, GPU_CONV_LAYER_NORM, w->y, 0, 1024, w->t / 2, 1024);
 }
 
+static void op_attention(gpu_rec *rec, work *w) {
+  /* 8 heads of 128 over the first 1024 columns of x (q = k = v), into y. */
+  gpu_attn a = {.q = {w->x, 0, 1024}, .k = {w->x, 0, 1024}, .v = {w->x, 0, 1024},
+                .o = {w->y, 0, 1024}, .scores = w->s, .t = w->t, .heads = 8, .head_dim = 128};
+  gpu_attention(rec, &a);
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -77,9 +84,10 @@ int main(int argc, char **argv) {
     gpu_fast_kernel k;
   } ops[] = {{"layer_norm t×1024", op_norm, GPU_FAST_NORM},
              {"softmax 8·t×t", op_softmax, GPU_FAST_SOFTMAX},
-             {"conv_glu t/2×1024 k9", op_conv_glu, GPU_FAST_CONV_GLU}};
+             {"conv_glu t/2×1024 k9", op_conv_glu, GPU_FAST_CONV_GLU},
+             {"attention 8×t×128", op_attention, GPU_FAST_ATTENTION}};
   printf("t = %u, %s\n", t, gpu_device_info(d)->name);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < (int)(sizeof ops / sizeof ops[0]); i++) {
     if (!gpu_fast_passed(d, ops[i].k)) {
       printf("%-22s fast kernel not available\n", ops[i].name);
       continue;
