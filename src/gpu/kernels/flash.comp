@@ -1,7 +1,9 @@
 #version 450
 // flash (fast attention): attention_scores + softmax + attention_values in
 // one pass with no t² buffer: online softmax over blocks of keys (FlashAttention).
-// Same contract as gpu_attention / gpu_rel_attention:
+// Same contract as gpu_attention / gpu_rel_attention (RELATIVE = 1 is not used
+// yet: it hangs on lavapipe, see docs/perf.md; attention.c keeps the portable
+// path for relative attention):
 //   s(i, j) = scale · (q_i·k_j [+ (q+v)_i·pos[j − i + t − 1] with RELATIVE])
 //   o_i = Σ_j softmax_j(s(i, ·)) · v_j over the keys the mask keeps; 0 if none.
 //
