@@ -157,8 +157,11 @@ def train_bpe() -> tuple[list[str], list[tuple[str, str]]]:
     return vocab, merges
 
 
-def build_tokenizer(languages: list[str]) -> tuple[WhisperTokenizer, dict]:
+def build_tokenizer(languages: list[str], text_tokens: int = 0) -> tuple[WhisperTokenizer, dict]:
+    """The BPE, padded with filler pieces "<f…>" to `text_tokens` text ids (0:
+    no padding), then Whisper's specials and timestamps."""
     vocab, merges = train_bpe()
+    vocab += [f"<f{i}>" for i in range(len(vocab), text_tokens)]
     tok = WhisperTokenizer(vocab={s: i for i, s in enumerate(vocab)}, merges=merges)
     specials = (["<|startoftranscript|>"] + [f"<|{l}|>" for l in languages] +
                 ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
@@ -598,6 +601,47 @@ def make_fixture(name: str, spec: dict, clips: dict, out_dir: Path, work: Path, 
     return dict(seed=seed, vocab=len(tok), ids={k: v for k, v in ids.items() if k != "langs"}, runs=report)
 
 
+# whisper.cpp's (and OpenAI's) language order; v3 has all 100.
+V3_LANGUAGES = ("en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu "
+                "ta no th ur hr bg lt la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn "
+                "bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz fo ht ps tk nn "
+                "mt sa lb my bo tl mg as tt haw ln ha ba jw su yue").split()
+
+
+def turbo_shape(out_dir: Path, work: Path) -> None:
+    """large-v3-turbo's shapes with transformers' own random init, for speed
+    measurements only (not a parity fixture): d 1280, 32 encoder and 4 decoder
+    layers, 20 heads, FFN 5120, 128 mels, 30 s windows, the standard v3 ids
+    (51866: text below 50257, 100 languages), F16 as the published file."""
+    tok, ids = build_tokenizer(V3_LANGUAGES, text_tokens=50257)
+    assert len(tok) == 51866 and ids["eot"] == 50257 and ids["notimestamps"] == 50364
+    cfg = WhisperConfig(vocab_size=len(tok), num_mel_bins=128, d_model=1280, encoder_layers=32,
+                        decoder_layers=4, encoder_attention_heads=20, decoder_attention_heads=20,
+                        encoder_ffn_dim=5120, decoder_ffn_dim=5120, max_source_positions=1500,
+                        max_target_positions=448, decoder_start_token_id=ids["sot"],
+                        pad_token_id=ids["eot"], bos_token_id=ids["eot"], eos_token_id=ids["eot"],
+                        suppress_tokens=ids["suppress"], begin_suppress_tokens=[ids["space"], ids["eot"]])
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(cfg).eval().half()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=ids["sot"], eos_token_id=ids["eot"], pad_token_id=ids["eot"],
+        bos_token_id=ids["eot"], no_timestamps_token_id=ids["notimestamps"],
+        prev_sot_token_id=ids["prev_sot"], suppress_tokens=ids["suppress"],
+        begin_suppress_tokens=[ids["space"], ids["eot"]], max_initial_timestamp_index=50,
+        max_length=448, is_multilingual=True, lang_to_id=ids["langs"],
+        task_to_id={"translate": ids["translate"], "transcribe": ids["transcribe"]})
+    ckpt = work / "whisper_turbo_shape_hf"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(ckpt, safe_serialization=True)
+    model.generation_config.save_pretrained(ckpt)
+    tok.save_pretrained(ckpt)
+    WhisperFeatureExtractor(feature_size=128).save_pretrained(ckpt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hp = convert_whisper.convert(ckpt, out_dir / "whisper_turbo_shape_random.gguf", "auto",
+                                 {"variant": "whisper-large-v3-turbo-shape", "name": "random turbo shape"})
+    print(f"{out_dir / 'whisper_turbo_shape_random.gguf'}: {hp['outtype']}, checkpoint {ckpt}")
+
+
 def main(argv=None) -> int:
     global REC
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -605,8 +649,14 @@ def main(argv=None) -> int:
     p.add_argument("--work-dir", type=Path, default=ROOT / "build" / "whisper_fixture_work")
     p.add_argument("--seed", type=int, default=1, help="first seed tried")
     p.add_argument("--only", choices=list(MODELS), help="make one model only")
+    p.add_argument("--turbo-shape", action="store_true",
+                   help="only a random large-v3-turbo-shaped model, for benchmarks, into "
+                        "build/whisper_turbo_shape/ (1.6 GB; not a fixture)")
     a = p.parse_args(argv)
     a.work_dir.mkdir(parents=True, exist_ok=True)
+    if a.turbo_shape:
+        turbo_shape(ROOT / "build" / "whisper_turbo_shape", a.work_dir)
+        return 0
     torch.set_num_threads(1)          # one summation order: reruns give the same bytes
     REC = Recorder()
     speech = speech_clip(a.work_dir)

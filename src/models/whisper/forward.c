@@ -34,10 +34,13 @@ static void record_block(whisper *m, const whisper_enc_block *b) {
   gpu_rec *rec = m->rec;
   gpu_layer_norm(rec, a->x, 0, S, &b->ln_attn, a->h, 0, S, t, d, NULL, NULL);
   gpu_gemm_strided(rec, a->h, S, &b->qkv, a->wide, t, GPU_EPI_BIAS, 0);
-  gpu_attn at = {.q = {a->wide, 0, W}, .k = {a->wide, d, W}, .v = {a->wide, 2 * d, W},
-                 .o = {a->o, 0, S}, .scores = a->scores, .t = t, .heads = c->enc_heads,
-                 .head_dim = d / c->enc_heads};
-  gpu_attention(rec, &at);
+  uint32_t hd = d / c->enc_heads, g = m->att_heads;
+  for (uint32_t h = 0; h < c->enc_heads; h += g) { /* heads in groups whose scores fit a buffer */
+    gpu_attn at = {.q = {a->wide, h * hd, W}, .k = {a->wide, d + h * hd, W},
+                   .v = {a->wide, 2 * d + h * hd, W}, .o = {a->o, h * hd, S}, .scores = a->scores,
+                   .t = t, .heads = g, .head_dim = hd};
+    gpu_attention(rec, &at);
+  }
   gpu_gemm_strided(rec, a->o, S, &b->out, a->x, t, GPU_EPI_RESIDUAL, 1.0f);
   gpu_layer_norm(rec, a->x, 0, S, &b->ln_ffn, a->h, 0, S, t, d, NULL, NULL);
   gpu_gemm_strided(rec, a->h, S, &b->fc1, a->wide, t, GPU_EPI_GELU, 0);

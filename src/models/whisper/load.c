@@ -351,6 +351,13 @@ static int arena(whisper *m) {
   size_t T = c->win_frames, t = c->n_audio_ctx, S = pad64(c->d), f = sizeof(float);
   size_t wide = pad64(3 * c->d) > pad64(c->enc_ff) ? pad64(3 * c->d) : pad64(c->enc_ff);
   size_t ctx = t > c->n_text_ctx ? t : c->n_text_ctx, hd = c->d / c->dec_heads;
+  /* All heads' scores at once where one buffer holds them (and 512 MB is enough), else groups. */
+  uint64_t range = gpu_device_info(dev)->max_storage_buffer_range, limit = (uint64_t)512 << 20;
+  uint64_t per_head = (uint64_t)gpu_attention_scratch((uint32_t)t, 1) * f;
+  if (range && range < limit) limit = range;
+  m->att_heads = c->enc_heads;
+  while (m->att_heads > 1 && (uint64_t)m->att_heads * per_head > limit) m->att_heads--;
+  while (c->enc_heads % m->att_heads) m->att_heads--;
   struct {
     gpu_buffer **b;
     size_t floats;
@@ -363,7 +370,7 @@ static int arena(whisper *m) {
               {&a->wide, t * wide},
               {&a->o, t * S},
               {&a->enc, t * S},
-              {&a->scores, gpu_attention_scratch((uint32_t)t, c->enc_heads)},
+              {&a->scores, gpu_attention_scratch((uint32_t)t, m->att_heads)},
               {&a->kv, t * gpu_linear_width(&m->dec[0].cross_kv)},
               {&a->dx, S},
               {&a->dh, S},

@@ -64,6 +64,7 @@ typedef struct whisper {
   whisper_dec_block *dec;
   gpu_norm dec_ln;
   bpe tok;
+  uint32_t att_heads; /* encoder heads per attention call: their scores fit one buffer */
   int32_t *suppress, *begin_suppress;
   size_t n_suppress, n_begin_suppress;
   whisper_arena a;
