@@ -217,6 +217,19 @@ int main(void) {
   gguf_close(img);
   free(bytes);
 
+  /* The public API opens a .bin by its magic, as it does a GGUF file. */
+  out o = write_bin(f, g, &none);
+  char bin[] = "/tmp/steno_whisper_apiXXXXXX";
+  int fd = mkstemp(bin);
+  CHECK(fd >= 0 && write(fd, o.p, o.n) == (ssize_t)o.n, "writing %s", bin);
+  close(fd);
+  free(o.p);
+  steno_model *api = NULL;
+  CHECK_OK(steno_model_load(bin, NULL, &api));
+  CHECK(api && !strcmp(steno_model_architecture(api), "whisper"), "a .bin through steno_model_load");
+  steno_model_free(api);
+  unlink(bin);
+
   breakage cut = {.cut = 1000};
   fails(f, g, &cut, "truncated");
   breakage small = {.vocab = 50000};

@@ -1,4 +1,5 @@
 /* The public model API: picks the family from general.architecture. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "gpu/gpu.h"
 #include "io/gguf.h"
 #include "models/family.h"
+#include "models/whisper/whisper.h"
 #include "text/result.h"
 #include "steno.h"
 
@@ -24,12 +26,31 @@ steno_transcribe_params steno_transcribe_default_params(void) {
   return (steno_transcribe_params){0};
 }
 
+/* whisper.cpp's legacy ggml .bin files start with "ggml" (0x67676d6c, little-endian). */
+static int legacy_bin(const char *path, uint8_t **image, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0; /* gguf_open says why */
+  uint8_t magic[4] = {0};
+  size_t got = fread(magic, 1, 4, f);
+  fclose(f);
+  if (got == 4 && magic[0] == 0x6c && magic[1] == 0x6d && magic[2] == 0x67 && magic[3] == 0x67)
+    return whisper_bin_image(path, image, size);
+  return 0;
+}
+
 int steno_model_load(const char *path, const steno_model_params *params, steno_model **out) {
   (void)params;
   if (!out || !path) return err_set(STENO_ERR_INVALID, "steno_model_load: NULL argument");
   *out = NULL;
   gguf_file *f;
-  TRY(gguf_open(&f, path));
+  uint8_t *image = NULL; /* a legacy whisper.cpp .bin, rebuilt as a GGUF image */
+  size_t size = 0;
+  TRY(legacy_bin(path, &image, &size));
+  int opened = image ? gguf_open_memory(&f, image, size, path) : gguf_open(&f, path);
+  if (opened) {
+    free(image);
+    return opened;
+  }
   const char *arch;
   int st = gguf_get_str(f, "general.architecture", &arch);
   steno_model *m = st ? NULL : mem_alloc(1, sizeof *m);
@@ -43,6 +64,7 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
   }
   if (!st) st = m->fam->load(m->dev, f, &m->impl);
   gguf_close(f);
+  free(image);
   if (st) {
     steno_model_free(m);
     return st;
