@@ -34,22 +34,7 @@ static void copy_kv(gguf_writer *w, const gguf_kv *kv, const change *c) {
   if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]);
   if (c->str_key && !strcmp(k, c->str_key)) return gw_str(w, k, c->str_value);
   if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value);
-  if (kv->type == GGUF_VAL_ARRAY && kv->elem_type == GGUF_VAL_STRING) {
-    const char **s = malloc((kv->n + 1) * sizeof *s);
-    for (size_t i = 0; i < kv->n; i++) s[i] = kv->v.str[i].s;
-    gw_arr_str(w, k, s, kv->n);
-    free(s);
-    return;
-  }
-  if (kv->type == GGUF_VAL_ARRAY) return gw_arr(w, k, kv->elem_type, kv->v.data, kv->n);
-  switch (kv->type) {
-    case GGUF_VAL_UINT32: return gw_u32(w, k, kv->v.u32[0]);
-    case GGUF_VAL_INT32: return gw_i32(w, k, kv->v.i32[0]);
-    case GGUF_VAL_FLOAT32: return gw_f32(w, k, kv->v.f32[0]);
-    case GGUF_VAL_BOOL: return gw_bool(w, k, kv->v.b[0]);
-    case GGUF_VAL_STRING: return gw_str(w, k, kv->v.str[0].s);
-    default: CHECK(0, "key %s of an unexpected type %u", k, kv->type);
-  }
+  gw_copy_kv(w, kv);
 }
 
 static bool is_linear(const gguf_tensor *t) {

@@ -43,6 +43,9 @@ void gw_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void *dat
 /* An array of n strings. */
 void gw_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n);
 
+/* A key read from another file, with its type and value(s) as they are. */
+void gw_copy_kv(gguf_writer *w, const gguf_kv *kv);
+
 /* A tensor from its stored bytes (copied). ne has n_dims entries. */
 void gw_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                const void *data, size_t nbytes);
