@@ -121,13 +121,8 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
 }
 
 static void model(const char *file) {
-  char path[512], refpath[512];
-  const char *dir = getenv("STENO_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s.gguf", dir ? dir : ".", file);
-  snprintf(refpath, sizeof refpath, "%s/tests/fixtures/%s.ref.gguf", dir ? dir : ".", file);
-  gguf_file *f = NULL, *ref = NULL;
-  CHECK_OK(gguf_open(&f, path));
-  CHECK_OK(gguf_open(&ref, refpath));
+  gguf_file *f, *ref;
+  fixture_open(file, &f, &ref);
   parakeet *m = NULL;
   if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
   const gguf_kv *clips = ref ? gguf_find(ref, "ref.clips") : NULL;

@@ -97,13 +97,8 @@ static float *run_copy(const gguf_file *src, const change *c, const float *pcm, 
 
 int main(void) {
   test_device();
-  const char *dir = getenv("STENO_SOURCE_DIR");
-  char path[512], refpath[512];
-  snprintf(path, sizeof path, "%s/tests/fixtures/parakeet_tdt_tiny.gguf", dir ? dir : ".");
-  snprintf(refpath, sizeof refpath, "%s/tests/fixtures/parakeet_tdt_tiny.ref.gguf", dir ? dir : ".");
-  gguf_file *src = NULL, *ref = NULL;
-  CHECK_OK(gguf_open(&src, path));
-  CHECK_OK(gguf_open(&ref, refpath));
+  gguf_file *src, *ref;
+  fixture_open("parakeet_tdt_tiny", &src, &ref);
   const gguf_tensor *pcm = ref ? gguf_tensor_find(ref, "speech.pcm") : NULL;
   const gguf_kv *ids = ref ? gguf_find(ref, "ref.speech.tokens") : NULL;
   CHECK(pcm && ids, "reference clip");

@@ -226,13 +226,8 @@ static void check_prompt(whisper *m, const gguf_file *ref) {
 }
 
 static void model(const char *file) {
-  char path[512], refpath[512];
-  const char *dir = getenv("STENO_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s.gguf", dir ? dir : ".", file);
-  snprintf(refpath, sizeof refpath, "%s/tests/fixtures/%s.ref.gguf", dir ? dir : ".", file);
-  gguf_file *f = NULL, *ref = NULL;
-  CHECK_OK(gguf_open(&f, path));
-  CHECK_OK(gguf_open(&ref, refpath));
+  gguf_file *f, *ref;
+  fixture_open(file, &f, &ref);
   whisper *m = NULL;
   if (f) CHECK_OK(whisper_load(test_device(), f, &m));
   size_t n = 0, nl = 0;

@@ -1,6 +1,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 int check_failures;
 int check_count;
@@ -55,4 +56,9 @@ void check_random(float *x, size_t n, uint32_t seed) {
 int check_done(void) {
   printf("%d checks, %d failed\n", check_count, check_failures);
   return check_failures ? 1 : 0;
+}
+
+void fixture_path(char *buf, size_t cap, const char *file) {
+  const char *dir = getenv("STENO_SOURCE_DIR");
+  snprintf(buf, cap, "%s/tests/fixtures/%s", dir ? dir : ".", file);
 }

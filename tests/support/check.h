@@ -37,6 +37,9 @@ int check_abs(const char *what, const float *got, const float *want, size_t n, f
 /* Fills x with uniform values in [-1, 1) from a xorshift stream seeded by seed. */
 void check_random(float *x, size_t n, uint32_t seed);
 
+/* tests/fixtures/FILE under the source tree (STENO_SOURCE_DIR, else "."). */
+void fixture_path(char *buf, size_t cap, const char *file);
+
 /* Prints the summary and returns the exit status. */
 int check_done(void);
 

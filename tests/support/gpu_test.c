@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "io/gguf.h"
 #include "steno.h"
 
 gpu_device *test_device(void) {
@@ -75,4 +76,15 @@ float ref_epilogue(gpu_epi e, float alpha, float v, float old) {
     case GPU_EPI_SCALE: return alpha * v;
     default: return v;
   }
+}
+
+void fixture_open(const char *name, gguf_file **model, gguf_file **ref) {
+  char file[256], path[512];
+  *model = *ref = NULL;
+  snprintf(file, sizeof file, "%s.gguf", name);
+  fixture_path(path, sizeof path, file);
+  CHECK_OK(gguf_open(model, path));
+  snprintf(file, sizeof file, "%s.ref.gguf", name);
+  fixture_path(path, sizeof path, file);
+  CHECK_OK(gguf_open(ref, path));
 }

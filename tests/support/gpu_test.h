@@ -26,6 +26,10 @@ float *test_run_read(gpu_rec *rec, gpu_buffer *out, size_t n);
 float *test_floats(size_t n);              /* zeroed */
 float *test_random(size_t n, uint32_t seed);
 
+/* Opens tests/fixtures/NAME.gguf and NAME.ref.gguf (each NULL after a failed check). */
+struct gguf_file;
+void fixture_open(const char *name, struct gguf_file **model, struct gguf_file **ref);
+
 float ref_silu(float x);
 float ref_gelu(float x); /* erf GELU */
 float ref_epilogue(gpu_epi e, float alpha, float v, float old);
