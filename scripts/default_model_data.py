@@ -206,30 +206,112 @@ def synthesize(text: str, v: dict, prefix: str | None, env: dict) -> np.ndarray:
     return np.clip(np.round(x), -32768, 32767).astype(np.int16)
 
 
+class Speaker:
+    """libespeak-ng through ctypes, in synchronous mode: the audio and, from its word
+    events, the sample where each word starts (what the training script uses to
+    give CTC a first alignment). The library's own dependencies are found through
+    LD_LIBRARY_PATH, so a process that uses an unpacked espeak-ng must start with
+    espeak_env(prefix) as its environment."""
+
+    def __init__(self, prefix: str | None):
+        import ctypes as C
+
+        class _Id(C.Union):
+            _fields_ = [("number", C.c_int), ("name", C.c_char_p), ("string", C.c_char * 8)]
+
+        class Event(C.Structure):   # espeak_EVENT (speak_lib.h)
+            _fields_ = [("type", C.c_int), ("unique_identifier", C.c_uint), ("text_position", C.c_int),
+                        ("length", C.c_int), ("audio_position", C.c_int), ("sample", C.c_int),
+                        ("user_data", C.c_void_p), ("id", _Id)]
+
+        lib_dir = f"{prefix}/usr/lib/x86_64-linux-gnu" if prefix else None
+        self.lib = C.CDLL(f"{lib_dir}/libespeak-ng.so.1" if lib_dir else "libespeak-ng.so.1")
+        self.lib.espeak_Initialize.argtypes = [C.c_int, C.c_int, C.c_char_p, C.c_int]
+        self.lib.espeak_SetVoiceByName.argtypes = [C.c_char_p]
+        self.lib.espeak_Synth.argtypes = [C.c_char_p, C.c_size_t, C.c_uint, C.c_int, C.c_uint, C.c_uint,
+                                          C.c_void_p, C.c_void_p]
+        self.rate = self.lib.espeak_Initialize(2, 0, lib_dir.encode() if lib_dir else None, 0)  # SYNCHRONOUS
+        if self.rate <= 0:
+            raise RuntimeError("espeak_Initialize failed")
+        self.chunks, self.words = [], []
+
+        def on_audio(wav, n, events):
+            if n > 0:
+                self.chunks.append(np.ctypeslib.as_array(wav, shape=(n,)).copy())
+            i = 0
+            while events[i].type != 0:          # espeakEVENT_LIST_TERMINATED
+                if events[i].type == 1:         # espeakEVENT_WORD
+                    self.words.append(events[i].sample)
+                i += 1
+            return 0
+
+        self._callback = C.CFUNCTYPE(C.c_int, C.POINTER(C.c_short), C.c_int, C.POINTER(Event))(on_audio)
+        self.lib.espeak_SetSynthCallback(self._callback)
+
+    def speak(self, text: str, v: dict) -> tuple[np.ndarray, list[int]]:
+        """16 kHz int16 audio and the start sample of each word (16 kHz)."""
+        from scipy.signal import resample_poly
+        if self.lib.espeak_SetVoiceByName(v["voice"].encode()) != 0:
+            raise RuntimeError(f"espeak-ng has no voice {v['voice']}")
+        for param, value in ((1, v["rate"]), (2, v["amp"]), (3, v["pitch"]), (7, v["gap"])):
+            self.lib.espeak_SetParameter(param, value, 0)   # RATE, VOLUME, PITCH, WORDGAP
+        self.chunks, self.words = [], []
+        b = text.encode()
+        if self.lib.espeak_Synth(b, len(b) + 1, 0, 1, 0, 0, None, None) != 0:
+            raise RuntimeError("espeak_Synth failed")
+        x = np.concatenate(self.chunks).astype(np.float32) if self.chunks else np.zeros(1, np.float32)
+        g = np.gcd(SR, self.rate)
+        y = resample_poly(x, SR // g, self.rate // g)
+        starts = [int(w * SR // self.rate) for w in self.words]
+        return np.clip(np.round(y), -32768, 32767).astype(np.int16), starts
+
+
+_SPEAKER: dict = {}
+
+
 def make_shard(seed: int, shard: int, n: int, held_out: bool, prefix: str | None, gen: TextGen):
-    """n utterances; shard k of a seed is always the same (its own generator)."""
+    """n utterances; shard k of a seed is always the same (its own generator).
+    Training shards come from the library (with word start samples; -1 where the
+    word events do not match the words), held-out shards from the espeak-ng
+    command, as users and the CI test make their clips."""
     rng = random.Random(f"{seed}/{'eval' if held_out else 'train'}/{shard}")
     env = espeak_env(prefix)
-    texts, voices, pcms = [], [], []
+    texts, voices, pcms, starts = [], [], [], []
     for _ in range(n):
         t, v = gen.sentence(rng), draw_voice(rng, held_out)
         texts.append(t)
         voices.append(v)
-        pcms.append(synthesize(t, v, prefix, env))
+        if held_out:
+            pcms.append(synthesize(t, v, prefix, env))
+            starts.append([-1] * len(t.split()))
+        else:
+            sp = _SPEAKER.get(prefix) or _SPEAKER.setdefault(prefix, Speaker(prefix))
+            pcm, st = sp.speak(t, v)
+            pcms.append(pcm)
+            starts.append(st if len(st) == len(t.split()) else [-1] * len(t.split()))
     lens = np.array([len(p) for p in pcms], dtype=np.int64)
-    return dict(audio=np.concatenate(pcms), lens=lens, texts=texts, voices=voices)
+    return dict(audio=np.concatenate(pcms), lens=lens, texts=texts, voices=voices,
+                starts=np.array([x for s in starts for x in s], dtype=np.int64))
 
 
 def save_shard(path: Path, sh: dict) -> None:
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, audio=sh["audio"], lens=sh["lens"], texts=np.array(sh["texts"]),
+    np.savez(tmp, audio=sh["audio"], lens=sh["lens"], texts=np.array(sh["texts"]), starts=sh["starts"],
              voices=np.array([f"{v['voice']} {v['rate']} {v['pitch']} {v['gap']} {v['amp']}" for v in sh["voices"]]))
     os.replace(tmp, path)
 
 
 def load_shard(path: Path) -> dict:
+    """The shard, with "word_starts": per utterance, the start sample of each word."""
     z = np.load(path)
-    return dict(audio=z["audio"], lens=z["lens"], texts=[str(t) for t in z["texts"]],
+    texts = [str(t) for t in z["texts"]]
+    flat = z["starts"].tolist() if "starts" in z else [-1] * sum(len(t.split()) for t in texts)
+    word_starts, k = [], 0
+    for t in texts:
+        n = len(t.split())
+        word_starts.append(flat[k:k + n])
+        k += n
+    return dict(audio=z["audio"], lens=z["lens"], texts=texts, word_starts=word_starts,
                 voices=[str(v) for v in z["voices"]])
 
 

@@ -115,6 +115,7 @@ class Pool:
         self.buf = torch.zeros(capacity, dtype=torch.int16, device=device)
         self.used = 0
         self.offsets, self.lens, self.tokens = [], [], []
+        self.words = []   # per utterance: (start sample or -1, piece ids) of each word
         self.loaded = set()
 
     def poll(self, shard_dir: Path) -> int:
@@ -129,16 +130,37 @@ class Pool:
                 return new
             self.buf[self.used:self.used + n] = self.torch.from_numpy(sh["audio"]).to(self.device)
             off = self.used
-            for length, text in zip(sh["lens"], sh["texts"]):
+            for length, text, starts in zip(sh["lens"], sh["texts"], sh["word_starts"]):
+                words = [(int(st), self.sp.encode(w)) for st, w in zip(starts, text.split())]
                 self.offsets.append(off)
                 self.lens.append(int(length))
-                self.tokens.append(self.sp.encode(text))
+                self.tokens.append([t for _, ids in words for t in ids])
+                self.words.append(words)
                 off += int(length)
             self.used += n
             self.loaded.add(f.name)
             f.unlink()
             new += 1
         return new
+
+    def frame_targets(self, idx, leads, n_frames: int, blank: int):
+        """Frame-level targets from espeak-ng's word starts: each word's pieces spread
+        over its span of encoder frames (1280 samples each), blank elsewhere; -100
+        (ignored) for utterances without word starts."""
+        tgt = np.full((len(idx), n_frames), blank, dtype=np.int64)
+        for r, (i, lead) in enumerate(zip(idx, leads)):
+            words = self.words[i]
+            if not words or words[0][0] < 0:
+                tgt[r] = -100
+                continue
+            bounds = [(lead + st) // 1280 for st, _ in words] + [(lead + self.lens[i]) // 1280]
+            for j, (_, ids) in enumerate(words):
+                a, span = bounds[j], max(1, bounds[j + 1] - bounds[j])
+                for k, t in enumerate(ids):
+                    f = a + (2 * k + 1) * span // (2 * len(ids))
+                    if f < n_frames:
+                        tgt[r, f] = t
+        return tgt
 
     def batches(self, rng: np.random.Generator, budget: int, max_pad: int, max_len: int | None = None):
         """Index lists of similar length whose padded size (with up to max_pad
@@ -215,7 +237,7 @@ def gather_audio(torch, pool: Pool, idx, rng: np.random.Generator, max_lead: int
     inside = (pos >= 0) & (pos < ln[:, None])
     src = (off[:, None] + pos.clamp(min=0)).clamp(max=pool.buf.numel() - 1)
     x = pool.buf[src].float() / 32768.0
-    return x * inside, torch.from_numpy(total_np).to(dev), int(total_np.sum())
+    return x * inside, torch.from_numpy(total_np).to(dev), int(total_np.sum()), lead_np
 
 
 def augment(torch, x, lengths, gen, p_reverb=0.35, p_noise=0.6, p_lowpass=0.25):
@@ -372,6 +394,11 @@ def lr_at(progress: float, step: int, peak: float, warmup: int) -> float:
     return peak * w * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+def aligned_weight(progress: float) -> float:
+    """Weight of the frame-level loss: full for the first 15 % of training, gone by 35 %."""
+    return 1.0 if progress < 0.15 else max(0.0, 1.0 - (progress - 0.15) / 0.2)
+
+
 def curriculum_len(progress: float) -> int | None:
     """Short, clean utterances first: CTC finds its alignments there far sooner
     (a first run on everything at once stayed on the blank plateau)."""
@@ -414,7 +441,7 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
                 break
             for g in opt.param_groups:
                 g["lr"] = lr_at(progress, step, a.lr, a.warmup)
-            x, ln, n_samples = gather_audio(torch, pool, idx, rng, 16000 * 4 // 10, 16000 * 3 // 10)
+            x, ln, n_samples, leads = gather_audio(torch, pool, idx, rng, 16000 * 4 // 10, 16000 * 3 // 10)
             with torch.no_grad():
                 s = min(1.0, progress / 0.3)      # augmentation grows in over the first 30 %
                 x = augment(torch, x, ln, gen, p_reverb=0.35 * s, p_noise=0.6 * s, p_lowpass=0.25 * s)
@@ -423,7 +450,13 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
                     mel = spec_augment(torch, mel, mask, gen)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 logits, el = forward_logits(model, mel, mask)
-            loss = ctc_loss(torch, logits, el, [pool.tokens[i] for i in idx], blank)
+            loss = ctc = ctc_loss(torch, logits, el, [pool.tokens[i] for i in idx], blank)
+            lam = aligned_weight(progress)
+            if lam > 0:   # frame-level cross-entropy on espeak-ng's word timing: no blank plateau
+                tgt = torch.from_numpy(pool.frame_targets(idx, leads, logits.shape[1], blank)).to(device)
+                tgt = tgt.masked_fill(torch.arange(logits.shape[1], device=device)[None, :] >= el[:, None], -100)
+                ce = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), tgt, ignore_index=-100)
+                loss = ctc + lam * ce
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -435,7 +468,8 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
                 if ev is None and (shard_dir / "eval.npz").exists():
                     ev = data.load_shard(shard_dir / "eval.npz")
                 w = evaluate(torch, model, fe, sp, ev, False, device, limit=96)[0] if ev else float("nan")
-                row = dict(t=round(time.time() - t0, 1), step=step, loss=round(float(loss.detach()), 4),
+                row = dict(t=round(time.time() - t0, 1), step=step, loss=round(float(ctc.detach()), 4),
+                           ce=round(float(ce.detach()), 4) if lam > 0 else None,
                            grad_norm=round(float(gn), 3), lr=opt.param_groups[0]["lr"], utts=len(pool.lens),
                            hours_seen=round(seen / 3600, 2), batch=len(idx), wer96=round(w, 4))
                 curve.append(row)
@@ -513,6 +547,8 @@ def main(argv=None) -> int:
     shard_dir.mkdir(parents=True)
 
     log("starting synthesis workers")
+    if a.espeak:   # the workers load libespeak-ng; its dependencies come through LD_LIBRARY_PATH
+        os.environ.update(data.espeak_env(a.espeak))
     procs, stop = start_workers(a, shard_dir)
     import torch
     import sentencepiece as spm
