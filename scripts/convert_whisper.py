@@ -30,6 +30,9 @@ from pathlib import Path
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_tensors import encode  # noqa: E402
 from gguf import GGUFValueType as VT
 
 TOK_NORMAL, TOK_CONTROL = 1, 3
@@ -331,14 +334,6 @@ def target_type(name: str, ne0: int, outtype: str) -> QT:
         return QT.BF16
     return QT.Q8_0 if ne0 % 32 == 0 else QT.F16
 
-
-def encode(arr: np.ndarray, qtype: QT) -> np.ndarray:
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if qtype == QT.F32:
-        return arr
-    if qtype == QT.F16:
-        return arr.astype(np.float16)  # round to nearest even, as ggml
-    return gguf.quants.quantize(arr, qtype)  # BF16 and Q8_0: bit-exact with ggml's reference code
 
 
 # ---------------------------------------------------------------------------
