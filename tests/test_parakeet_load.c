@@ -20,11 +20,13 @@ typedef struct {
   uint32_t linear_type;   /* 2-D weights with ne[0] % 32 == 0 converted to this */
 } change;
 
-static void copy_kv(gguf_writer *w, const gguf_kv *kv, const change *c) {
+/* The keys a change rewrites. */
+static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  const change *c = ctx;
   const char *k = kv->key;
-  if (c->arch && !strcmp(k, "general.architecture")) return gw_str(w, k, c->arch);
-  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]);
-  gw_copy_kv(w, kv);
+  if (c->arch && !strcmp(k, "general.architecture")) return gw_str(w, k, c->arch), true;
+  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
+  return false;
 }
 
 static bool is_linear(const gguf_tensor *t) {
@@ -35,27 +37,11 @@ static bool is_linear(const gguf_tensor *t) {
 
 /* The file at src rewritten through the tests' writer, with changes. */
 static gguf_file *rewrite(const gguf_file *src, const change *c, uint8_t **bytes) {
-  gguf_writer *w = gw_new();
-  for (size_t i = 0; i < src->n_kv; i++) copy_kv(w, &src->kv[i], c);
-  for (size_t i = 0; i < src->n_tensors; i++) {
-    const gguf_tensor *t = &src->tensors[i];
-    if (c->drop && !strcmp(t->name, c->drop)) continue;
-    int64_t ne[4];
-    for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->ne[d];
-    if (c->misshape && !strcmp(t->name, c->misshape)) {
-      ne[0] -= 1;
-      float *x = calloc(t->nelem, sizeof *x);
-      gw_tensor_f32(w, t->name, GGUF_TYPE_F32, (int)t->n_dims, ne, x);
-      free(x);
-    } else if (c->linear_type != GGUF_TYPE_F32 && t->type == GGUF_TYPE_F32 && is_linear(t)) {
-      gw_tensor_f32(w, t->name, c->linear_type, (int)t->n_dims, ne, t->data);
-    } else {
-      gw_tensor(w, t->name, t->type, (int)t->n_dims, ne, t->data, t->nbytes);
-    }
-  }
+  gw_edit e = {.key = edit_key, .ctx = c, .drop = c->drop, .misshape = c->misshape,
+               .linear_type = c->linear_type == GGUF_TYPE_F32 ? 0 : c->linear_type,
+               .is_linear = is_linear};
   size_t size;
-  gw_write(w, bytes, &size);
-  gw_free(w);
+  *bytes = gw_rewrite(src, &e, &size);
   gguf_file *f = NULL;
   CHECK_OK(gguf_open_memory(&f, *bytes, size, "rewritten.gguf"));
   return f;

@@ -29,12 +29,14 @@ typedef struct {
   uint32_t linear_type;    /* the transformer blocks' 2-D weights converted to this */
 } change;
 
-static void copy_kv(gguf_writer *w, const gguf_kv *kv, const change *c) {
+/* The keys a change rewrites. */
+static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  const change *c = ctx;
   const char *k = kv->key;
-  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]);
-  if (c->str_key && !strcmp(k, c->str_key)) return gw_str(w, k, c->str_value);
-  if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value);
-  gw_copy_kv(w, kv);
+  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
+  if (c->str_key && !strcmp(k, c->str_key)) return gw_str(w, k, c->str_value), true;
+  if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
+  return false;
 }
 
 static bool is_linear(const gguf_tensor *t) {
@@ -43,30 +45,11 @@ static bool is_linear(const gguf_tensor *t) {
 }
 
 static gguf_file *rewrite(const gguf_file *src, const change *c, uint8_t **bytes) {
-  gguf_writer *w = gw_new();
-  for (size_t i = 0; i < src->n_kv; i++) copy_kv(w, &src->kv[i], c);
-  for (size_t i = 0; i < src->n_tensors; i++) {
-    const gguf_tensor *t = &src->tensors[i];
-    if (c->drop && !strcmp(t->name, c->drop)) continue;
-    int64_t ne[4];
-    for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->ne[d];
-    float *x = malloc(t->nelem * sizeof *x);
-    CHECK_OK(gguf_tensor_to_f32(t, x));
-    if (c->misshape && !strcmp(t->name, c->misshape)) {
-      ne[0] -= 1;
-      gw_tensor_f32(w, t->name, GGUF_TYPE_F32, (int)t->n_dims, ne, x);
-    } else if (c->tensor_type_name && !strcmp(t->name, c->tensor_type_name)) {
-      gw_tensor_f32(w, t->name, c->tensor_type, (int)t->n_dims, ne, x);
-    } else if (c->linear_type && is_linear(t)) {
-      gw_tensor_f32(w, t->name, c->linear_type, (int)t->n_dims, ne, x);
-    } else {
-      gw_tensor(w, t->name, t->type, (int)t->n_dims, ne, t->data, t->nbytes);
-    }
-    free(x);
-  }
+  gw_edit e = {.key = edit_key, .ctx = c, .drop = c->drop, .misshape = c->misshape,
+               .retype = c->tensor_type_name, .retype_to = c->tensor_type,
+               .linear_type = c->linear_type, .is_linear = is_linear};
   size_t size;
-  gw_write(w, bytes, &size);
-  gw_free(w);
+  *bytes = gw_rewrite(src, &e, &size);
   gguf_file *f = NULL;
   CHECK_OK(gguf_open_memory(&f, *bytes, size, "rewritten.gguf"));
   return f;

@@ -265,3 +265,33 @@ void gw_copy_kv(gguf_writer *w, const gguf_kv *kv) {
     case GGUF_VAL_STRING: return gw_str(w, k, kv->v.str[0].s);
   }
 }
+
+uint8_t *gw_rewrite(const gguf_file *src, const gw_edit *e, size_t *size) {
+  gguf_writer *w = gw_new();
+  for (size_t i = 0; i < src->n_kv; i++)
+    if (!e->key || !e->key(w, &src->kv[i], e->ctx)) gw_copy_kv(w, &src->kv[i]);
+  for (size_t i = 0; i < src->n_tensors; i++) {
+    const gguf_tensor *t = &src->tensors[i];
+    if (e->drop && !strcmp(t->name, e->drop)) continue;
+    int64_t ne[4];
+    for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = (int64_t)t->ne[d];
+    bool misshape = e->misshape && !strcmp(t->name, e->misshape);
+    uint32_t type = misshape                                   ? GGUF_TYPE_F32
+                    : e->retype && !strcmp(t->name, e->retype) ? e->retype_to
+                    : e->linear_type && e->is_linear && e->is_linear(t) ? e->linear_type
+                                                               : t->type;
+    if (!misshape && type == t->type) {
+      gw_tensor(w, t->name, t->type, (int)t->n_dims, ne, t->data, t->nbytes);
+      continue;
+    }
+    float *x = malloc(t->nelem * sizeof *x + 1);
+    if (!x || gguf_tensor_to_f32(t, x)) abort();
+    if (misshape) ne[0] -= 1;
+    gw_tensor_f32(w, t->name, type, (int)t->n_dims, ne, x);
+    free(x);
+  }
+  uint8_t *bytes;
+  gw_write(w, &bytes, size);
+  gw_free(w);
+  return bytes;
+}

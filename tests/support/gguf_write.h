@@ -46,6 +46,24 @@ void gw_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n)
 /* A key read from another file, with its type and value(s) as they are. */
 void gw_copy_kv(gguf_writer *w, const gguf_kv *kv);
 
+/* How loader tests rewrite a file: keys through `key` (which returns true when it
+ * wrote the key itself; NULL or false: copied as it is), one tensor left out,
+ * one written with its first dim one smaller, one converted to retype_to, and
+ * every tensor is_linear picks converted to linear_type (0: none). */
+typedef struct {
+  bool (*key)(gguf_writer *w, const gguf_kv *kv, const void *ctx);
+  const void *ctx;
+  const char *drop;
+  const char *misshape;
+  const char *retype;
+  uint32_t retype_to;
+  uint32_t linear_type;
+  bool (*is_linear)(const gguf_tensor *t);
+} gw_edit;
+
+/* src rewritten with `e` as a malloc'd file image of *size bytes. */
+uint8_t *gw_rewrite(const gguf_file *src, const gw_edit *e, size_t *size);
+
 /* A tensor from its stored bytes (copied). ne has n_dims entries. */
 void gw_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                const void *data, size_t nbytes);
