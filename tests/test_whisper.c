@@ -225,6 +225,53 @@ static void check_prompt(whisper *m, const gguf_file *ref) {
   free(got);
 }
 
+/* With STENO_BENCH_TOKENS=k every window holds exactly k tokens and no end of
+ * text, and the first window's are the greedy reference's up to its end of
+ * text (the speech reference decodes at temperature 0). */
+static void bench_run(whisper *m, const gguf_file *ref, const char *model, const float *pcm,
+                      size_t n, size_t k) {
+  char v[16];
+  snprintf(v, sizeof v, "%zu", k);
+  setenv("STENO_BENCH_TOKENS", v, 1);
+  steno_transcribe_params p = steno_transcribe_default_params();
+  whisper_output o;
+  CHECK_OK(whisper_run(m, pcm, n, &p, &o));
+  const gguf_kv *toks = key(ref, "speech", "win_tokens");
+  CHECK(o.n_win > 0, "%s bench %zu: no window", model, k);
+  for (size_t w = 0; w < o.n_win; w++) {
+    CHECK(o.win[w].n == k, "%s bench: window %zu has %zu tokens, not %zu", model, w, o.win[w].n, k);
+    for (size_t i = 0; i < o.win[w].n; i++)
+      CHECK(o.win[w].tokens[i] != m->c.eot, "%s bench %zu: end of text at %zu", model, k, i);
+  }
+  for (size_t i = 0; toks && o.n_win && i < o.win[0].n && i < toks->n && toks->v.i32[i] != m->c.eot; i++)
+    CHECK(o.win[0].tokens[i] == toks->v.i32[i], "%s bench %zu: token %zu is %d, greedy reference %d",
+          model, k, i, o.win[0].tokens[i], toks->v.i32[i]);
+  whisper_output_free(&o);
+  unsetenv("STENO_BENCH_TOKENS");
+}
+
+/* 5 tokens, and 2 past the reference's end of text (which must be suppressed);
+ * values outside 1..n_text_ctx/2 are refused by name. */
+static void check_bench_tokens(whisper *m, const gguf_file *ref, const char *model,
+                               const float *pcm, size_t n) {
+  const gguf_kv *ntoks = key(ref, "speech", "win_ntokens");
+  bench_run(m, ref, model, pcm, n, 5);
+  if (ntoks) bench_run(m, ref, model, pcm, n, (size_t)ntoks->v.i32[0] + 2);
+  char big[16];
+  snprintf(big, sizeof big, "%u", m->c.n_text_ctx / 2 + 1);
+  const char *bad[] = {"0", "abc", "", "5x", "-3", big};
+  steno_transcribe_params p = steno_transcribe_default_params();
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    whisper_output o;
+    setenv("STENO_BENCH_TOKENS", bad[i], 1);
+    CHECK(whisper_run(m, pcm, n, &p, &o) == STENO_ERR_INVALID, "%s bench: '%s' is accepted",
+          model, bad[i]);
+    CHECK(strstr(steno_last_error(), "STENO_BENCH_TOKENS") != NULL, "message names the variable: %s",
+          steno_last_error());
+  }
+  unsetenv("STENO_BENCH_TOKENS");
+}
+
 static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
@@ -236,6 +283,7 @@ static void model(const char *file) {
     float *mel = check_mel(m, ref, file, pcm, n);
     if (mel) check_forward(m, ref, file, mel);
     free(mel);
+    check_bench_tokens(m, ref, file, pcm, n);
   }
   const gguf_kv *runs = ref ? gguf_find(ref, "ref.runs") : NULL;
   for (size_t i = 0; pcm && runs && i < runs->n; i++) {

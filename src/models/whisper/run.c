@@ -3,6 +3,7 @@
  * detection on the first window, the prefix, greedy decoding with timestamp
  * rules, temperature fallback, the no-speech skip, segments and the seek. */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,10 +140,30 @@ static int seq_push(seq *s, int id, double lp) {
   return 0;
 }
 
+/* STENO_BENCH_TOKENS=N, for benchmarks against transformers'
+ * generate(max_new_tokens=N, min_new_tokens=N) without temperature fallback:
+ * each window is decoded by the greedy tier only (no fallback, no no-speech
+ * skip) to exactly N tokens, the end of text suppressed until then, so both
+ * sides do the same decoder work. *n 0 when unset; N in 1..n_text_ctx/2. */
+static int bench_tokens(const whisper_config *c, size_t *n) {
+  *n = 0;
+  const char *v = getenv("STENO_BENCH_TOKENS");
+  if (!v) return 0;
+  char *end;
+  long k = strtol(v, &end, 10);
+  if (!*v || *end || k < 1 || (unsigned long)k > c->n_text_ctx / 2)
+    return err_set(STENO_ERR_INVALID, "STENO_BENCH_TOKENS='%s': a count from 1 to %u", v,
+                   c->n_text_ctx / 2);
+  *n = (size_t)k;
+  return 0;
+}
+
 /* Decodes one tier: feeds the prefix, then picks tokens until the end of text
- * or the last position. *no_speech from the raw logits at the SOT position. */
+ * or the last position (with bench > 0: exactly bench tokens, no end of text
+ * before them). *no_speech from the raw logits at the SOT position. */
 static int decode_tier(whisper *m, const whisper_output *o, size_t sot, float temperature,
-                       uint64_t *rng, const steno_transcribe_params *p, seq *out, double *no_speech) {
+                       uint64_t *rng, const steno_transcribe_params *p, size_t bench, seq *out,
+                       double *no_speech) {
   const whisper_config *c = &m->c;
   wsearch rules = whisper_rules(m);
   float *x = m->a.host_logits;
@@ -154,24 +175,25 @@ static int decode_tier(whisper *m, const whisper_output *o, size_t sot, float te
   for (;;) {
     if (p->abort && p->abort(p->abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");
     wsearch_process(&rules, out->tok, out->n, x);
+    if (bench) x[c->eot] = -INFINITY;
     double lp;
     int id = wsearch_pick(x, (int)c->vocab, temperature, rng, &lp);
     TRY(seq_push(out, id, lp));
-    if (id == c->eot || np + out->n >= c->n_text_ctx) return 0;
+    if (id == c->eot || np + out->n >= c->n_text_ctx || out->n == bench) return 0;
     TRY(whisper_feed(m, &id, 1, np + (uint32_t)out->n - 1, x));
   }
 }
 
 /* The tiers of one encoded window; the accepted (or last) one into w. */
 static int decode_window(whisper *m, const whisper_output *o, size_t sot, uint64_t *rng,
-                         const steno_transcribe_params *p, whisper_window *w) {
+                         const steno_transcribe_params *p, size_t bench, whisper_window *w) {
   const whisper_config *c = &m->c;
   seq s = {0};
   int st = 0;
-  size_t tiers = sizeof TEMPERATURES / sizeof *TEMPERATURES;
+  size_t tiers = bench ? 1 : sizeof TEMPERATURES / sizeof *TEMPERATURES;
   for (size_t t = 0; t < tiers && !st; t++) {
     double no_speech;
-    st = decode_tier(m, o, sot, TEMPERATURES[t], rng, p, &s, &no_speech);
+    st = decode_tier(m, o, sot, TEMPERATURES[t], rng, p, bench, &s, &no_speech);
     if (st) break;
     double sum = 0;
     for (size_t i = 0; i < s.n; i++) sum += s.lp[i];
@@ -180,7 +202,7 @@ static int decode_window(whisper *m, const whisper_output *o, size_t sot, uint64
     w->ratio = wsearch_compression_ratio(s.tok, s.n, (int)c->vocab);
     w->no_speech = no_speech;
     bool fallback = w->ratio > RATIO_MAX || w->avg_logprob < LOGPROB_MIN;
-    w->skipped = w->avg_logprob < LOGPROB_MIN && no_speech > NO_SPEECH_MIN;
+    w->skipped = !bench && w->avg_logprob < LOGPROB_MIN && no_speech > NO_SPEECH_MIN;
     log_debug("whisper: window at frame %u, T %.1f: %zu tokens, ratio %.2f, logprob %.2f, "
               "no speech %.2f%s",
               w->seek, w->temperature, s.n, w->ratio, w->avg_logprob, no_speech,
@@ -232,7 +254,7 @@ static int choose_language(whisper *m, const steno_transcribe_params *p, int *la
 }
 
 static int run_windows(whisper *m, const float *mel, size_t total, const steno_transcribe_params *p,
-                       int lang, whisper_output *o) {
+                       int lang, size_t bench, whisper_output *o) {
   const whisper_config *c = &m->c;
   size_t W = c->win_frames, M = c->mels, sot = 0;
   float *window = mem_alloc(W * M, sizeof *window);
@@ -260,7 +282,7 @@ static int run_windows(whisper *m, const float *mel, size_t total, const steno_t
     whisper_window *w = &o->win[o->n_win++];
     memset(w, 0, sizeof *w);
     w->seek = (uint32_t)seek, w->frames = (uint32_t)frames;
-    st = decode_window(m, o, sot, &rng, p, w);
+    st = decode_window(m, o, sot, &rng, p, bench, w);
     uint32_t advance = (uint32_t)frames;
     if (!st && !w->skipped) st = add_segments(m, o, o->n_win - 1, &advance);
     /* Never stand still (a window that ends at its own start would repeat forever). */
@@ -275,11 +297,13 @@ int whisper_run(whisper *m, const float *pcm, size_t n, const steno_transcribe_p
   memset(out, 0, sizeof *out);
   out->language = -1;
   int lang;
+  size_t bench;
   TRY(choose_language(m, p, &lang));
+  TRY(bench_tokens(&m->c, &bench));
   float *mel;
   size_t frames;
   TRY(whisper_features(m, pcm, n, &mel, &frames));
-  int st = run_windows(m, mel, frames, p, lang, out);
+  int st = run_windows(m, mel, frames, p, lang, bench, out);
   free(mel);
   if (st) whisper_output_free(out);
   return st;
