@@ -434,7 +434,8 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
     while not done:
         pool.poll(shard_dir)
         progress = (time.time() - t0) / a.train_seconds if a.steps is None else step / a.steps
-        for idx in pool.batches(rng, int(a.batch_seconds * 16000), 16000 * 7 // 10, curriculum_len(progress)):
+        for idx in pool.batches(rng, int(a.batch_seconds * 16000), 16000 * 7 // 10,
+                                None if a.resume else curriculum_len(progress)):
             progress = (time.time() - t0) / a.train_seconds if a.steps is None else step / a.steps
             if progress >= 1.0 or (shard_dir.parent / "STOP").exists():   # touch WORK/STOP to end early
                 done = True
@@ -443,15 +444,15 @@ def train(a, torch, device, model, fe, sp, pool: Pool, shard_dir: Path, procs, r
                 g["lr"] = lr_at(progress, step, a.lr, a.warmup)
             x, ln, n_samples, leads = gather_audio(torch, pool, idx, rng, 16000 * 4 // 10, 16000 * 3 // 10)
             with torch.no_grad():
-                s = min(1.0, progress / 0.3)      # augmentation grows in over the first 30 %
+                s = 1.0 if a.resume else min(1.0, progress / 0.3)   # augmentation grows in over the first 30 %
                 x = augment(torch, x, ln, gen, p_reverb=0.35 * s, p_noise=0.6 * s, p_lowpass=0.25 * s)
                 mel, mask = fe(x, ln)
-                if progress > 0.1:
+                if progress > 0.1 or a.resume:
                     mel = spec_augment(torch, mel, mask, gen)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 logits, el = forward_logits(model, mel, mask)
             loss = ctc = ctc_loss(torch, logits, el, [pool.tokens[i] for i in idx], blank)
-            lam = aligned_weight(progress)
+            lam = 0.0 if a.resume else aligned_weight(progress)
             if lam > 0:   # frame-level cross-entropy on espeak-ng's word timing: no blank plateau
                 tgt = torch.from_numpy(pool.frame_targets(idx, leads, logits.shape[1], blank)).to(device)
                 tgt = tgt.masked_fill(torch.arange(logits.shape[1], device=device)[None, :] >= el[:, None], -100)
@@ -538,6 +539,9 @@ def main(argv=None) -> int:
     p.add_argument("--size", choices=sorted(SIZES), default="base",
                    help="base: for the GPU; small: for a CPU; tiny: a smoke test")
     p.add_argument("--tiny", action="store_const", const="tiny", dest="size", help="--size tiny")
+    p.add_argument("--resume", type=Path, default=None,
+                   help="a checkpoint directory of an earlier run: its weights and tokenizer, then "
+                        "full augmentation from the first step (no curriculum, no frame-level loss)")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     work = a.work or a.out.parent / "train_work"
@@ -554,11 +558,19 @@ def main(argv=None) -> int:
     import sentencepiece as spm
     torch.set_num_threads(2)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    train_tokenizer(work, a.seed, a.vocab, 40000)
+    if a.resume:
+        shutil.copy(a.resume / "tokenizer.model", work / "tokenizer.model")
+    else:
+        train_tokenizer(work, a.seed, a.vocab, 40000)
     sp = spm.SentencePieceProcessor(model_file=str(work / "tokenizer.model"))
     log(f"tokenizer: {sp.vocab_size()} pieces; device {device}")
     enc = SIZES[a.size]
-    model = build_model(torch, sp.vocab_size(), enc, a.seed).to(device)
+    if a.resume:
+        from transformers import ParakeetForCTC
+        model = ParakeetForCTC.from_pretrained(a.resume).to(device)
+        enc = {k: getattr(model.config.encoder_config, k) for k in enc}
+    else:
+        model = build_model(torch, sp.vocab_size(), enc, a.seed).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     report = dict(seed=a.seed, model=enc, n_params=n_params, vocab=sp.vocab_size(), args={
         k: str(v) for k, v in vars(a).items()}, torch=torch.__version__,
