@@ -39,10 +39,13 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
   size_t padded = (n + 63) / 64 * 64, dual = nbias > n ? nbias - n : 0;
   size_t width = padded + dual;
   CHECK(gpu_linear_width(&l) == width, "width %u, want %zu", gpu_linear_width(&l), width);
-  bool fast_too = t != GPU_F32 && gpu_fast_gemm(test_device());
-  for (int mi = 0; mi < nm * (fast_too ? 2 : 1); mi++) {
-    bool fast = mi >= nm;
+  /* The portable kernel, then each fast variant that passed its probe. */
+  for (int mi = 0; mi < nm * GPU_GEMM_VARIANTS; mi++) {
+    gpu_gemm_variant v = (gpu_gemm_variant)(mi / nm);
+    bool fast = v != GPU_GEMM_AUTO;
+    if (fast && (t == GPU_F32 || !gpu_gemm_variant_ok(test_device(), v))) continue;
     gpu_set_fast(test_device(), fast);
+    gpu_gemm_force(test_device(), v);
     size_t m = ms[mi % nm];
     float *a = test_random(m * k, 3);
     float *c0 = test_random(m * width, 4);
@@ -66,8 +69,9 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
       gpu_gemm(rec, ab, &l, cb, (uint32_t)m, epilogues[e], alpha);
       float *got = test_run_read(rec, cb, m * width);
       char what[128];
-      snprintf(what, sizeof what, "gemm%s %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d",
-               fast ? " (fast)" : "", quant_names[t], m, n, k, nbias, epilogues[e]);
+      snprintf(what, sizeof what, "gemm%s%s %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d",
+               fast ? " fast " : "", fast ? gpu_gemm_tiles[v].kernel : "", quant_names[t], m, n, k,
+               nbias, epilogues[e]);
       check_close(what, got, want, m * width, KERNEL_TOL);
       free(got);
       free(want);
@@ -80,6 +84,7 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
     free(dots);
   }
   gpu_set_fast(test_device(), true);
+  gpu_gemm_force(test_device(), GPU_GEMM_AUTO);
   gpu_linear_free(&l);
   free(w);
   free(bytes);
@@ -116,7 +121,12 @@ static void strided(void) {
 }
 
 int main(void) {
-  printf("fast GEMM: %s\n", gpu_fast_gemm(test_device()) ? "probe passed, tested too" : "not available");
+  for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
+    const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+    printf("fast GEMM %s %u×%u: %s\n", t->kernel, t->sg_m * t->tm * 16, t->sg_n * t->tn * 16,
+           gpu_gemm_variant_ok(test_device(), (gpu_gemm_variant)v) ? "probe passed, tested too"
+                                                                   : "not available");
+  }
   strided();
   test_device();
   const size_t n = 100, k = 96;

@@ -21,9 +21,14 @@ int steno_devices_print(FILE *out) {
               steno_last_error());
       continue;
     }
-    fprintf(out, "   fast kernels: GEMM on cooperative matrices %s\n",
-            gpu_fast_gemm(d) ? "(probe passed)" : d->coop ? "(probe FAILED: portable kernels)"
+    for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
+      const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+      fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u %s\n", t->kernel,
+              t->sg_m * t->tm * 16, t->sg_n * t->tn * 16,
+              gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? "(probe passed)"
+              : d->coop                                   ? "(probe FAILED: not used)"
                                                           : "(not offered: portable kernels)");
+    }
     for (int k = 0; k < GPU_FAST_KINDS; k++)
       fprintf(out, "   fast kernels: %s %s\n", gpu_fast_name((gpu_fast_kernel)k),
               gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed)"

@@ -6,6 +6,7 @@
 #include <vulkan/vulkan.h>
 
 #include "gpu/gpu.h"
+#include "gpu/linear.h"
 
 struct gpu_buffer {
   gpu_device *dev;
@@ -47,7 +48,9 @@ struct gpu_device {
   char invalid[512];  /* the first validation error since the last check */
   pthread_mutex_t invalid_lock; /* its own: messages arrive inside Vulkan calls made under `lock` */
   bool coop;       /* cooperative matrices and f16 arithmetic enabled at creation */
-  bool fast_gemm;  /* the cooperative-matrix GEMM passed its probe */
+  bool fast_gemm;  /* a cooperative-matrix GEMM passed its probe */
+  bool gemm_ok[GPU_GEMM_VARIANTS]; /* which ones (gpu_gemm_variant) */
+  gpu_gemm_variant gemm_force;     /* GPU_GEMM_AUTO, or one for benchmarks */
   bool use_fast;   /* ... and is used (gpu_set_fast) */
   bool fast[GPU_FAST_KINDS]; /* the other fast kernels that passed their probes */
 };

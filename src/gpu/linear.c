@@ -5,9 +5,41 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "gpu/internal.h"
 
 /* Columns per GEMM tile: layers are padded to it. */
 #define TILE 64
+
+/* Rows from which the 128×128 tile pays: below it too few workgroups fill the GPU. */
+#define GEMM_BIG_M 512
+
+/* The fast variants' kernels and tiles: SG_M × SG_N subgroups, each TM × TN
+ * matrices of 16×16 (gemm_tiled.comp's specialization; gemm_coop's is fixed). */
+const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
+    [GPU_GEMM_COOP64] = {"gemm_coop", 2, 2, 2, 2},
+    [GPU_GEMM_TILED64] = {"gemm_tiled", 2, 2, 2, 2},
+    [GPU_GEMM_TILED128] = {"gemm_tiled", 2, 4, 4, 2},
+};
+
+gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
+  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+  uint32_t spec[6] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n};
+  return gpu_rec_kernel(rec, t->kernel, spec, v == GPU_GEMM_COOP64 ? 1 : 6);
+}
+
+void gpu_gemm_force(gpu_device *d, gpu_gemm_variant v) { d->gemm_force = v; }
+bool gpu_gemm_variant_ok(const gpu_device *d, gpu_gemm_variant v) { return d->gemm_ok[v]; }
+
+/* The fast variant for m rows, or GPU_GEMM_AUTO for the portable kernel. */
+static gpu_gemm_variant pick(const gpu_device *d, uint32_t m) {
+  if (d->gemm_force) return d->gemm_ok[d->gemm_force] ? d->gemm_force : GPU_GEMM_AUTO;
+  static const gpu_gemm_variant big[] = {GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64};
+  static const gpu_gemm_variant small[] = {GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128};
+  const gpu_gemm_variant *order = m >= GEMM_BIG_M ? big : small;
+  for (int i = 0; i < 3; i++)
+    if (d->gemm_ok[order[i]]) return order[i];
+  return GPU_GEMM_AUTO;
+}
 
 size_t gpu_wtype_bytes(gpu_wtype t, size_t count) {
   switch (t) {
@@ -95,10 +127,18 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
   if (lda < l->k)
     return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
-  uint32_t spec = l->type;
-  /* F32 weights keep the f32 kernel: the fast one rounds W to f16. */
-  bool fast = l->type != GPU_F32 && gpu_using_fast(gpu_rec_device(rec));
-  gpu_kernel *k = gpu_rec_kernel(rec, fast ? "gemm_coop" : "gemm", &spec, 1);
+  /* F32 weights keep the f32 kernel: the fast ones round W to f16. */
+  gpu_device *d = gpu_rec_device(rec);
+  gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m) : GPU_GEMM_AUTO;
+  uint32_t spec = l->type, bm = TILE, bn = TILE;
+  gpu_kernel *k;
+  if (v != GPU_GEMM_AUTO) {
+    const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+    k = gpu_gemm_kernel(rec, v, l->type);
+    bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
+  } else {
+    k = gpu_rec_kernel(rec, "gemm", &spec, 1);
+  }
   struct {
     uint32_t m, n, k, mode;
     float alpha;
@@ -106,5 +146,5 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
   gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
-  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, l->n / TILE, (m + TILE - 1) / TILE, 1);
+  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, (l->n + bn - 1) / bn, (m + bm - 1) / bm, 1);
 }

@@ -59,4 +59,28 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
+/* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, and gemm_tiled.comp
+ * with a 64×64 or a 128×128 tile. Each is probed at device open; gpu_gemm
+ * uses the big tile from GEMM_BIG_M rows on, else the small one, whichever
+ * passed. */
+typedef enum {
+  GPU_GEMM_AUTO = 0,
+  GPU_GEMM_COOP64,
+  GPU_GEMM_TILED64,
+  GPU_GEMM_TILED128,
+  GPU_GEMM_VARIANTS
+} gpu_gemm_variant;
+
+/* A variant's kernel and tile (the probe and gpu_gemm share them). */
+typedef struct {
+  const char *kernel;
+  uint32_t sg_m, sg_n, tm, tn;
+} gpu_gemm_tile;
+extern const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS];
+gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
+
+/* For benchmarks: forces one variant (if it passed its probe) or AUTO. */
+void gpu_gemm_force(gpu_device *dev, gpu_gemm_variant v);
+bool gpu_gemm_variant_ok(const gpu_device *dev, gpu_gemm_variant v);
+
 #endif

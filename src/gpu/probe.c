@@ -14,8 +14,10 @@
 #include "gpu/linear.h"
 #include "gpu/norm.h"
 
-/* A 64×96·(96×64)ᵀ GEMM with F16 weights against the same math on the CPU. */
-static bool gemm_probe(gpu_device *d) {
+/* A 70×96·(96×64)ᵀ GEMM with F16 weights by fast variant v against the same
+ * math on the CPU (70 rows: a partial row tile; 64 columns: a partial column
+ * tile for the 128-wide one; 96: three k steps). */
+static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   enum { M = 70, N = 64, K = 96 };
   float a[M * K], wf[N * K], want[M * N], got[M * N], layout[2] = {0, 0};
   uint16_t wh[N * K];
@@ -31,6 +33,7 @@ static bool gemm_probe(gpu_device *d) {
       for (int x = 0; x < K; x++) acc += (double)a[r * K + x] * wf[j * K + x];
       want[r * N + j] = (float)acc;
     }
+  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
   gpu_linear l = {0};
   gpu_weight part = {wh, N};
   gpu_buffer *ab = NULL, *cb = NULL;
@@ -39,15 +42,17 @@ static bool gemm_probe(gpu_device *d) {
             !gpu_buffer_from(d, a, sizeof a, &ab) && !gpu_buffer_new(d, sizeof got, &cb) &&
             !gpu_rec_new(d, &rec);
   d->fast_gemm = d->use_fast = true;
+  d->gemm_ok[v] = true;
+  d->gemm_force = v;
   /* An empty problem writes the subgroup size and count. */
   if (ok) ok = !gpu_rec_begin(rec);
   if (ok) {
-    gpu_kernel *k = gpu_rec_kernel(rec, "gemm_coop", (uint32_t[]){GPU_F16}, 1);
+    gpu_kernel *k = gpu_gemm_kernel(rec, v, GPU_F16);
     gpu_buffer *bufs[] = {ab, l.bias, cb, l.w, l.bias};
     uint32_t push[8] = {0, l.n, l.k, 0, 0, 0, l.k, l.wk};
     gpu_dispatch(rec, k, bufs, 5, push, sizeof push, 1, 1, 1);
     ok = !gpu_rec_run(rec) && !gpu_download(cb, 0, layout, sizeof layout) && layout[0] == 32 &&
-         layout[1] == 4;
+         layout[1] == (float)(t->sg_m * t->sg_n);
   }
   if (ok) ok = !gpu_rec_begin(rec);
   if (ok) {
@@ -58,12 +63,15 @@ static bool gemm_probe(gpu_device *d) {
   for (int i = 0; ok && i < M * N; i++) worst = fmaxf(worst, fabsf(got[i] - want[i]));
   ok = ok && worst <= 1e-4f;
   d->fast_gemm = d->use_fast = false;
+  d->gemm_ok[v] = false;
+  d->gemm_force = GPU_GEMM_AUTO;
   gpu_rec_free(rec);
   gpu_buffer_free(ab);
   gpu_buffer_free(cb);
   gpu_linear_free(&l);
-  log_info("fast GEMM probe: %s (subgroups %g × %g, max |error| %g)", ok ? "passed" : "failed",
-           layout[1], layout[0], worst);
+  log_info("fast GEMM probe, %s %u×%u tile: %s (subgroups %g × %g, max |error| %g)", t->kernel,
+           t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, ok ? "passed" : "failed", layout[1],
+           layout[0], worst);
   return ok;
 }
 
@@ -184,7 +192,9 @@ uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
 }
 
 void gpu_probe_fast(gpu_device *d) {
-  if (d->coop) d->fast_gemm = gemm_probe(d);
+  bool gemm_ok[GPU_GEMM_VARIANTS] = {false};
+  for (int v = 1; d->coop && v < GPU_GEMM_VARIANTS; v++) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
+  for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v] = gemm_ok[v];
   bool passed[GPU_FAST_KINDS] = {false};
   for (int k = 0; k < GPU_FAST_KINDS; k++)
     if (fast_kernels[k].op && (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups))

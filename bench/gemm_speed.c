@@ -1,0 +1,113 @@
+/* GEMM speed, portable vs each fast variant (cooperative matrices) that passed
+ * its probe, side by side in one run, at the shapes Parakeet 0.6B and Whisper
+ * turbo use and at large m. For each shape and weight type: milliseconds and
+ * TFLOP/s (2·m·n·k per call) of each kernel, and the largest difference from
+ * the portable kernel's output relative to the largest output (the fast ones
+ * round W to f16 and split a into f16 halves).
+ * Each shape is recorded `reps` times into one submission; the best of 3
+ * submissions counts. On the CPU machine (lavapipe) there is no fast path.
+ * Build and run: bench/gemm_speed.sh [reps]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "gpu/linear.h"
+#include "support/quant.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float *random_floats(size_t n, float scale) {
+  float *v = malloc(n * sizeof *v);
+  if (!v) exit(1);
+  for (size_t i = 0; i < n; i++) v[i] = ((float)rand() / RAND_MAX * 2 - 1) * scale;
+  return v;
+}
+
+/* Best time of one call, and the output of the last one into out. */
+static double time_gemm(gpu_device *d, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c,
+                        uint32_t m, int reps, float *out) {
+  gpu_rec *rec;
+  if (gpu_rec_new(d, &rec)) exit(1);
+  double best = 1e30;
+  for (int r = 0; r < 3; r++) {
+    if (gpu_rec_begin(rec)) exit(1);
+    for (int i = 0; i < reps; i++) gpu_gemm(rec, a, l, c, m, GPU_EPI_BIAS, 1.0f);
+    double t0 = now();
+    if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_speed: the GPU run failed\n"));
+    double dt = now() - t0;
+    best = dt < best ? dt : best;
+  }
+  gpu_rec_free(rec);
+  if (gpu_download(c, 0, out, (size_t)m * gpu_linear_width(l) * sizeof *out)) exit(1);
+  return best / reps;
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 10;
+  gpu_device *d;
+  if (reps < 1 || gpu_open(&d)) return 1;
+  static const struct {
+    const char *what;
+    uint32_t m, n, k;
+  } shapes[] = {
+      {"parakeet 11 s q|k|v", 138, 3072, 1024}, {"parakeet 11 s ffn up", 138, 4096, 1024},
+      {"parakeet 11 s ffn down", 138, 1024, 4096}, {"whisper 30 s ffn up", 1500, 5120, 1280},
+      {"parakeet 64×11 s ffn up", 8832, 4096, 1024}, {"square 2048", 2048, 2048, 2048},
+      {"square 4096", 4096, 4096, 4096},
+  };
+  const gpu_wtype types[] = {GPU_F16, GPU_Q8_0};
+  gpu_set_fast(d, true);
+  printf("%s; fast GEMM %s\n", gpu_device_info(d)->name,
+         gpu_using_fast(d) ? "available" : "not available (portable only)");
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    uint32_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
+    float *x = random_floats((size_t)m * k, 1.0f), *w = random_floats((size_t)n * k, 0.05f);
+    float *bias = random_floats(n, 0.1f);
+    float *slow_out = malloc((size_t)m * n * sizeof *slow_out);
+    float *fast_out = malloc((size_t)m * n * sizeof *fast_out);
+    gpu_buffer *a, *c;
+    if (!slow_out || !fast_out || gpu_buffer_from(d, x, (size_t)m * k * sizeof *x, &a) ||
+        gpu_buffer_new(d, (size_t)m * n * sizeof(float), &c))
+      exit(1);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+      uint8_t *bytes = quant_encode(types[t], w, (size_t)n * k);
+      gpu_linear l;
+      if (gpu_linear_new(d, types[t], k, &(gpu_weight){bytes, n}, 1, bias, n, &l)) exit(1);
+      double flop = 2.0 * m * n * k;
+      gpu_set_fast(d, false);
+      double slow = time_gemm(d, a, &l, c, m, reps, slow_out);
+      printf("%-24s %5u×%5u×%5u %-4s portable %8.3f ms %6.1f TFLOP/s", shapes[s].what, m, n, k,
+             quant_names[types[t]], slow * 1e3, flop / slow * 1e-12);
+      for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
+        if (!gpu_gemm_variant_ok(d, (gpu_gemm_variant)v)) continue;
+        gpu_set_fast(d, true);
+        gpu_gemm_force(d, (gpu_gemm_variant)v);
+        double fast = time_gemm(d, a, &l, c, m, reps, fast_out);
+        double top = 0, diff = 0;
+        for (size_t i = 0; i < (size_t)m * n; i++) {
+          top = fmax(top, fabs(slow_out[i]));
+          diff = fmax(diff, fabs(slow_out[i] - fast_out[i]));
+        }
+        const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+        printf("\n    %s %u×%u %8.3f ms %6.1f TFLOP/s  %.2fx  max diff %.1e", t->kernel,
+               t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, fast * 1e3, flop / fast * 1e-12,
+               slow / fast, diff / top);
+      }
+      gpu_gemm_force(d, GPU_GEMM_AUTO);
+      printf("\n");
+      fflush(stdout);
+      gpu_linear_free(&l);
+      free(bytes);
+    }
+    gpu_buffer_free(c);
+    gpu_buffer_free(a);
+    free(x), free(w), free(bias), free(slow_out), free(fast_out);
+  }
+  gpu_close(d);
+  return 0;
+}
