@@ -68,15 +68,21 @@ def make_model(work: Path) -> Path:
     return gguf_path
 
 
+def sync() -> None:
+    """Waits for the GPU's queued work (nothing to wait for on CPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timed(fn, runs: int, warm: int = 3) -> dict:
     for _ in range(warm):
         fn()
-    torch.cuda.synchronize()
+    sync()
     ts = []
     for _ in range(runs):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         ts.append((time.perf_counter() - t0) * 1e3)
     return dict(median_ms=statistics.median(ts), min_ms=min(ts), max_ms=max(ts), runs=runs)
 

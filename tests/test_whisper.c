@@ -226,20 +226,22 @@ static void check_prompt(whisper *m, const gguf_file *ref) {
 }
 
 /* With STENO_BENCH_TOKENS=k every window holds exactly k tokens and no end of
- * text, and the first window's are the greedy reference's up to its end of
- * text (the speech reference decodes at temperature 0). */
-static void bench_run(whisper *m, const gguf_file *ref, const char *model, const float *pcm,
-                      size_t n, size_t k) {
+ * text, windows follow each other whole, and the first window's tokens are the
+ * greedy reference's up to its end of text (the speech reference decodes at
+ * temperature 0). */
+static void bench_run(whisper *m, const gguf_file *ref, const char *model, const char *run,
+                      const float *pcm, size_t n, size_t k) {
   char v[16];
   snprintf(v, sizeof v, "%zu", k);
   setenv("STENO_BENCH_TOKENS", v, 1);
   steno_transcribe_params p = steno_transcribe_default_params();
   whisper_output o;
   CHECK_OK(whisper_run(m, pcm, n, &p, &o));
-  const gguf_kv *toks = key(ref, "speech", "win_tokens");
+  const gguf_kv *toks = key(ref, run, "win_tokens");
   CHECK(o.n_win > 0, "%s bench %zu: no window", model, k);
   for (size_t w = 0; w < o.n_win; w++) {
     CHECK(o.win[w].n == k, "%s bench: window %zu has %zu tokens, not %zu", model, w, o.win[w].n, k);
+    CHECK(o.win[w].seek == w * m->c.win_frames, "%s bench: window %zu at frame %u", model, w, o.win[w].seek);
     for (size_t i = 0; i < o.win[w].n; i++)
       CHECK(o.win[w].tokens[i] != m->c.eot, "%s bench %zu: end of text at %zu", model, k, i);
   }
@@ -250,13 +252,20 @@ static void bench_run(whisper *m, const gguf_file *ref, const char *model, const
   unsetenv("STENO_BENCH_TOKENS");
 }
 
-/* 5 tokens, and 2 past the reference's end of text (which must be suppressed);
+/* 5 tokens (also over the long clip's windows), and 2 past the reference's end
+ * of text (which must be suppressed);
  * values outside 1..n_text_ctx/2 are refused by name. */
 static void check_bench_tokens(whisper *m, const gguf_file *ref, const char *model,
                                const float *pcm, size_t n) {
   const gguf_kv *ntoks = key(ref, "speech", "win_ntokens");
-  bench_run(m, ref, model, pcm, n, 5);
-  if (ntoks) bench_run(m, ref, model, pcm, n, (size_t)ntoks->v.i32[0] + 2);
+  bench_run(m, ref, model, "speech", pcm, n, 5);
+  if (ntoks) bench_run(m, ref, model, "speech", pcm, n, (size_t)ntoks->v.i32[0] + 2);
+  if (gguf_find(ref, "ref.long.win_tokens")) {
+    size_t nl;
+    float *x = long_clip(ref, &nl);
+    if (x) bench_run(m, ref, model, "long", x, nl, 5);
+    free(x);
+  }
   char big[16];
   snprintf(big, sizeof big, "%u", m->c.n_text_ctx / 2 + 1);
   const char *bad[] = {"0", "abc", "", "5x", "-3", big};
@@ -330,6 +339,9 @@ static void public_api(void) {
       CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "API text '%s', reference '%s'",
             steno_result_text(r), text->v.str[0].s);
       CHECK(steno_result_segment_count(r) > 1, "API: %zu segments", steno_result_segment_count(r));
+      steno_timings t = steno_result_timings(r);
+      CHECK(t.features_ms > 0 && t.encoder_ms > 0 && t.decoder_ms > 0, "API timings %g %g %g ms",
+            t.features_ms, t.encoder_ms, t.decoder_ms);
       for (size_t i = 0; i < steno_result_token_count(r); i++)
         CHECK(steno_result_token(r, i).p > 0 && steno_result_token(r, i).p <= 1, "token %zu p", i);
     }

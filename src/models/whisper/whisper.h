@@ -111,6 +111,7 @@ typedef struct {
   size_t n_win;
   whisper_segment *seg;
   size_t n_seg;
+  steno_timings timings;   /* features, encoder and decoder ms (windows summed) */
 } whisper_output;
 
 /* The whole search over the clip, as transformers' generate with OpenAI's
