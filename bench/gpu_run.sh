@@ -22,6 +22,6 @@ step 40 devices.txt env STENO_LOG=info "$build/steno" devices
 step 150 tests.txt bash tests/run_prebuilt.sh "$build" "$out/tests.log"
 step 50 kernels.txt "$build/gemm_speed" 5
 step 20 kernels.txt "$build/row_kernels" 138 20
-step 20 kernels.txt "$build/row_kernels" 1500 5
-step 120 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" --runs 5 --long-runs 0
-step 120 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5
+
+step 110 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" --runs 5 --long-runs 0
+step 110 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5
