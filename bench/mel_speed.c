@@ -1,0 +1,109 @@
+/* Times the CPU log-mel frontends: Parakeet's (mel_compute, NeMo settings) on an
+ * 11 s clip and Whisper's (wmel_compute, 128 mels) on one 30 s window; prints the
+ * best ms per call over the repetitions. With a file name it also writes both
+ * outputs there (f32, Parakeet's then Whisper's) so two builds can be compared.
+ *   mel_speed [reps] [dump_file] */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "frontend/mel.h"
+#include "frontend/whisper_mel.h"
+
+enum { RATE = 16000, WFFT = 400, WMELS = 128 };
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Speech-like test audio: a gliding harmonic tone plus a little noise. */
+static void make_clip(float *pcm, size_t n) {
+  uint32_t s = 12345;
+  double phase = 0;
+  for (size_t i = 0; i < n; i++) {
+    double f0 = 120 + 80 * sin(2 * M_PI * 0.3 * i / RATE);
+    phase += 2 * M_PI * f0 / RATE;
+    s = s * 1664525u + 1013904223u;
+    double noise = ((s >> 8) / 16777216.0 - 0.5) * 0.02;
+    pcm[i] = (float)(0.2 * sin(phase) + 0.1 * sin(3 * phase) + 0.05 * sin(7 * phase) + noise);
+  }
+}
+
+/* Triangular filters evenly spaced in Slaney mel over 0–8 kHz: the shape of
+ * Whisper's filterbank (the exact weights do not change the work). */
+static void whisper_filters(float *fb) {
+  int bins = WFFT / 2 + 1;
+  double hi = 15.0 + 27.0 * log(8.0) / log(6.4), pts[WMELS + 2];
+  for (int i = 0; i < WMELS + 2; i++) {
+    double m = hi * i / (WMELS + 1);
+    pts[i] = m < 15.0 ? 200.0 * m / 3.0 : 1000.0 * exp(log(6.4) * (m - 15.0) / 27.0);
+  }
+  for (int m = 0; m < WMELS; m++)
+    for (int k = 0; k < bins; k++) {
+      double f = 8000.0 * k / (bins - 1);
+      double w = fmin((f - pts[m]) / (pts[m + 1] - pts[m]), (pts[m + 2] - f) / (pts[m + 2] - pts[m + 1]));
+      fb[m * bins + k] = (float)fmax(0.0, w * 2.0 / (pts[m + 2] - pts[m]));
+    }
+}
+
+static double time_parakeet(int reps, const float *pcm, size_t n, FILE *dump) {
+  mel_config c = {.sample_rate = RATE, .n_fft = 512, .win_length = 400, .hop = 160, .n_mels = 128,
+                  .preemphasis = 0.97f, .f_min = 0, .f_max = 8000, .normalize = true};
+  mel_frontend m;
+  if (mel_init(&m, &c)) return -1;
+  size_t frames = mel_frames(&m, n), valid;
+  float *out = malloc(frames * c.n_mels * sizeof *out);
+  double best = INFINITY;
+  for (int r = 0; out && r < reps; r++) {
+    double t0 = now_ms();
+    if (mel_compute(&m, pcm, n, out, &valid)) break;
+    best = fmin(best, now_ms() - t0);
+  }
+  if (out && dump) fwrite(out, sizeof *out, frames * c.n_mels, dump);
+  free(out);
+  mel_free(&m);
+  return best;
+}
+
+static double time_whisper(int reps, const float *pcm, size_t n, FILE *dump) {
+  float fb[WMELS * (WFFT / 2 + 1)], window[WFFT];
+  whisper_filters(fb);
+  for (int j = 0; j < WFFT; j++) window[j] = (float)(0.5 - 0.5 * cos(2 * M_PI * j / WFFT));
+  wmel m;
+  if (wmel_init(&m, WFFT, 160, WMELS, 30 * RATE, fb, window)) return -1;
+  double best = INFINITY;
+  for (int r = 0; r < reps; r++) {
+    float *out;
+    size_t frames;
+    double t0 = now_ms();
+    if (wmel_compute(&m, pcm, n, &out, &frames)) break;
+    best = fmin(best, now_ms() - t0);
+    if (dump && r == reps - 1) fwrite(out, sizeof *out, frames * WMELS, dump);
+    free(out);
+  }
+  wmel_free(&m);
+  return best;
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 20;
+  FILE *dump = argc > 2 ? fopen(argv[2], "wb") : NULL;
+  if (reps < 1 || (argc > 2 && !dump)) {
+    fprintf(stderr, "usage: mel_speed [reps] [dump_file]\n");
+    return 2;
+  }
+  size_t n = 30 * RATE;
+  float *pcm = malloc(n * sizeof *pcm);
+  if (!pcm) return 1;
+  make_clip(pcm, n);
+  double p = time_parakeet(reps, pcm, 11 * RATE, dump);
+  double w = time_whisper(reps, pcm, n, dump);
+  printf("parakeet mel, 11 s clip:    %8.3f ms\nwhisper mel, 30 s window:   %8.3f ms\n", p, w);
+  free(pcm);
+  if (dump) fclose(dump);
+  return p < 0 || w < 0;
+}
