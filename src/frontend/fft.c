@@ -6,36 +6,14 @@
 #include "base/error.h"
 #include "base/mem.h"
 
-void fft_twiddles(double *tw, int n) {
-  for (int k = 0; k < n / 2; k++) {
-    tw[2 * k] = cos(2.0 * M_PI * k / n);
-    tw[2 * k + 1] = -sin(2.0 * M_PI * k / n);
+/* Radix 4 first (the cheapest butterfly per point), then 2, then odd primes. */
+static int factorize(fft_plan *p, int n) {
+  p->nf = 0;
+  for (int f = 4; n > 1 && p->nf < 32; f = f == 4 ? 2 : f == 2 ? 3 : f + 2) {
+    if (f > 64) return err_set(STENO_ERR_INVALID, "FFT size %d has a prime factor above 64", p->n);
+    while (n % f == 0 && p->nf < 32) p->factors[p->nf++] = f, n /= f;
   }
-}
-
-void fft_complex(double *x, int n, const double *tw) {
-  /* Bit-reversal permutation, then butterflies of growing span. */
-  for (int i = 1, j = 0; i < n; i++) {
-    int bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j |= bit;
-    if (i < j) {
-      double re = x[2 * i], im = x[2 * i + 1];
-      x[2 * i] = x[2 * j], x[2 * i + 1] = x[2 * j + 1];
-      x[2 * j] = re, x[2 * j + 1] = im;
-    }
-  }
-  for (int len = 2; len <= n; len <<= 1) {
-    int step = n / len;
-    for (int s = 0; s < n; s += len)
-      for (int k = 0; k < len / 2; k++) {
-        double wr = tw[2 * k * step], wi = tw[2 * k * step + 1];
-        double *a = x + 2 * (s + k), *b = x + 2 * (s + k + len / 2);
-        double tr = b[0] * wr - b[1] * wi, ti = b[0] * wi + b[1] * wr;
-        b[0] = a[0] - tr, b[1] = a[1] - ti;
-        a[0] += tr, a[1] += ti;
-      }
-  }
+  return n == 1 ? 0 : err_set(STENO_ERR_INVALID, "FFT size %d has too many factors", p->n);
 }
 
 int fft_plan_init(fft_plan *p, int n) {
@@ -43,20 +21,21 @@ int fft_plan_init(fft_plan *p, int n) {
   p->nf = 0;
   p->twiddle = NULL;
   if (n < 1 || n > (1 << 24)) return err_set(STENO_ERR_INVALID, "FFT of size %d", n);
-  int rest = n;
-  for (int f = 64; f >= 2; f--)
-    while (rest % f == 0 && p->nf < 32) {
-      bool prime = true;
-      for (int d = 2; d * d <= f; d++) prime = prime && f % d;
-      if (!prime) break;
-      p->factors[p->nf++] = f;
-      rest /= f;
-    }
-  if (rest != 1) return err_set(STENO_ERR_INVALID, "FFT size %d has a prime factor above 64", n);
-  if (!(p->twiddle = mem_alloc(2 * (size_t)n, sizeof *p->twiddle))) return STENO_ERR_NOMEM;
-  for (int k = 0; k < n; k++) {
-    p->twiddle[2 * k] = cos(2.0 * M_PI * k / n);
-    p->twiddle[2 * k + 1] = -sin(2.0 * M_PI * k / n);
+  TRY(factorize(p, n));
+  /* Per stage: its twiddles, then the p roots (cos, sin of 2πk/p) an odd radix uses. */
+  size_t pairs = 0;
+  for (int s = 0, len = n; s < p->nf; len /= p->factors[s++])
+    pairs += (size_t)(len / p->factors[s]) * (p->factors[s] - 1) + p->factors[s];
+  if (!(p->twiddle = mem_alloc(2 * pairs, sizeof *p->twiddle))) return STENO_ERR_NOMEM;
+  double *w = p->twiddle;
+  for (int s = 0, len = n; s < p->nf; len /= p->factors[s++]) {
+    int r = p->factors[s], m = len / r;
+    for (int j = 0; j < m; j++)
+      for (int t = 1; t < r; t++, w += 2) {
+        double a = 2.0 * M_PI * (double)((long)j * t % len) / len;
+        w[0] = cos(a), w[1] = -sin(a);
+      }
+    for (int k = 0; k < r; k++, w += 2) w[0] = cos(2.0 * M_PI * k / r), w[1] = sin(2.0 * M_PI * k / r);
   }
   return 0;
 }
@@ -66,30 +45,113 @@ void fft_plan_free(fft_plan *p) {
   p->twiddle = NULL;
 }
 
-/* The size-n DFT of x[0], x[stride], …: the p sub-transforms of size n/p over
- * every p-th value first, then radix-p butterflies with twiddles e^(−2πi·e/n),
- * read from the full table at e·(N/n). */
-static void dft_rec(const fft_plan *pl, const double *x, int stride, double *out, int n, int level) {
-  if (n == 1) {
-    out[0] = x[0], out[1] = x[1];
-    return;
-  }
-  int p = pl->factors[level], m = n / p, step = pl->n / n;
-  for (int r = 0; r < p; r++) dft_rec(pl, x + 2 * r * stride, stride * p, out + 2 * r * m, m, level + 1);
-  double y[2 * 64];
-  for (int k = 0; k < m; k++) {
-    for (int r = 0; r < p; r++) y[2 * r] = out[2 * (r * m + k)], y[2 * r + 1] = out[2 * (r * m + k) + 1];
-    for (int q = 0; q < p; q++) {
-      int e = k + q * m;
-      double re = 0, im = 0;
-      for (int r = 0; r < p; r++) {
-        const double *w = pl->twiddle + 2 * (size_t)(((long)r * e % n) * step);
-        re += y[2 * r] * w[0] - y[2 * r + 1] * w[1];
-        im += y[2 * r] * w[1] + y[2 * r + 1] * w[0];
+/* One Stockham (self-sorting, decimation in frequency) stage: s interleaved
+ * sequences of length p·m in x, element j + r·m of sequence q at x[q + s·(j + r·m)];
+ * y[q + s·(p·j + t)] = (Σ_r x_r·e^(−2πi·r·t/p))·e^(−2πi·j·t/(p·m)). */
+static void radix4(int m, int s, const double *tw, const double *x, double *y) {
+  for (int j = 0; j < m; j++, tw += 6) {
+    for (int q = 0; q < s; q++) {
+      const double *a0 = x + 2 * (q + s * j), *a1 = a0 + 2 * s * m, *a2 = a1 + 2 * s * m,
+                   *a3 = a2 + 2 * s * m;
+      double sr = a0[0] + a2[0], si = a0[1] + a2[1], dr = a0[0] - a2[0], di = a0[1] - a2[1];
+      double tr = a1[0] + a3[0], ti = a1[1] + a3[1], ur = a1[0] - a3[0], ui = a1[1] - a3[1];
+      /* y_t for t = 0 … 3: the −i·(a1 − a3) rotation is (ui, −ur). */
+      double yr[4] = {sr + tr, dr + ui, sr - tr, dr - ui};
+      double yi[4] = {si + ti, di - ur, si - ti, di + ur};
+      double *o = y + 2 * (q + s * 4 * j);
+      o[0] = yr[0], o[1] = yi[0];
+      for (int t = 1; t < 4; t++) {
+        const double *w = tw + 2 * (t - 1);
+        o[2 * s * t] = yr[t] * w[0] - yi[t] * w[1];
+        o[2 * s * t + 1] = yr[t] * w[1] + yi[t] * w[0];
       }
-      out[2 * e] = re, out[2 * e + 1] = im;
     }
   }
 }
 
-void fft_plan_run(const fft_plan *p, const double *x, double *out) { dft_rec(p, x, 1, out, p->n, 0); }
+static void radix2(int m, int s, const double *tw, const double *x, double *y) {
+  for (int j = 0; j < m; j++, tw += 2)
+    for (int q = 0; q < s; q++) {
+      const double *a = x + 2 * (q + s * j), *b = a + 2 * s * m;
+      double *o = y + 2 * (q + s * 2 * j);
+      double dr = a[0] - b[0], di = a[1] - b[1];
+      o[0] = a[0] + b[0], o[1] = a[1] + b[1];
+      o[2 * s] = dr * tw[0] - di * tw[1], o[2 * s + 1] = dr * tw[1] + di * tw[0];
+    }
+}
+
+/* An odd radix p through its symmetry: with u_r = a_r + a_{p−r} and
+ * v_r = a_r − a_{p−r}, y_t and y_{p−t} share Σ u_r·cos(2πrt/p) and ±i·Σ v_r·sin(2πrt/p). */
+static void radix_odd(int p, int m, int s, const double *tw, const double *x, double *y) {
+  double u[66], v[66], yr[64], yi[64];
+  const double *root = tw + 2 * (size_t)m * (p - 1);
+  int h = p / 2;
+  for (int j = 0; j < m; j++, tw += 2 * (p - 1))
+    for (int q = 0; q < s; q++) {
+      const double *a = x + 2 * (q + s * j);
+      size_t step = 2 * (size_t)s * m;
+      for (int r = 1; r <= h; r++) {
+        const double *ar = a + r * step, *br = a + (p - r) * step;
+        u[2 * r] = ar[0] + br[0], u[2 * r + 1] = ar[1] + br[1];
+        v[2 * r] = ar[0] - br[0], v[2 * r + 1] = ar[1] - br[1];
+      }
+      yr[0] = a[0], yi[0] = a[1];
+      for (int r = 1; r <= h; r++) yr[0] += u[2 * r], yi[0] += u[2 * r + 1];
+      for (int t = 1; t <= h; t++) {
+        double cr = a[0], ci = a[1], sr = 0, si = 0;
+        for (int r = 1; r <= h; r++) {
+          int k = r * t % p;
+          double c = root[2 * k], sn = root[2 * k + 1];
+          cr += u[2 * r] * c, ci += u[2 * r + 1] * c;
+          sr += v[2 * r] * sn, si += v[2 * r + 1] * sn;
+        }
+        yr[t] = cr + si, yi[t] = ci - sr;         /* + (−i)·Σ v sin */
+        yr[p - t] = cr - si, yi[p - t] = ci + sr; /* + i·Σ v sin */
+      }
+      double *o = y + 2 * (q + s * p * j);
+      o[0] = yr[0], o[1] = yi[0];
+      for (int t = 1; t < p; t++) {
+        const double *w = tw + 2 * (t - 1);
+        o[2 * s * t] = yr[t] * w[0] - yi[t] * w[1];
+        o[2 * s * t + 1] = yr[t] * w[1] + yi[t] * w[0];
+      }
+    }
+}
+
+void fft_plan_run(const fft_plan *p, const double *x, double *out, double *work) {
+  if (p->n == 1) {
+    out[0] = x[0], out[1] = x[1];
+    return;
+  }
+  /* Stages ping-pong between out and work, starting where the last lands in out. */
+  double *dst = p->nf % 2 ? out : work;
+  const double *src = x, *tw = p->twiddle;
+  for (int i = 0, s = 1; i < p->nf; i++) {
+    int r = p->factors[i], m = p->n / (s * r);
+    if (r == 4) radix4(m, s, tw, src, dst);
+    else if (r == 2) radix2(m, s, tw, src, dst);
+    else radix_odd(r, m, s, tw, src, dst);
+    tw += 2 * ((size_t)m * (r - 1) + r);
+    s *= r;
+    src = dst;
+    dst = dst == out ? work : out;
+  }
+}
+
+void fft_power_pair(const fft_plan *p, const float *a, const float *b, const double *window,
+                    double *work, double *power_a, double *power_b) {
+  int n = p->n;
+  double *z = work, *Z = work + 2 * n;
+  for (int j = 0; j < n; j++) {
+    z[2 * j] = a[j] * window[j];
+    z[2 * j + 1] = b ? b[j] * window[j] : 0.0;
+  }
+  fft_plan_run(p, z, Z, work + 4 * n);
+  /* A_k = (Z_k + conj Z_{n−k}) / 2 and B_k = (Z_k − conj Z_{n−k}) / 2i. */
+  for (int k = 0; k <= n / 2; k++) {
+    const double *f = Z + 2 * k, *g = Z + 2 * ((n - k) % n);
+    double ar = f[0] + g[0], ai = f[1] - g[1], br = f[1] + g[1], bi = g[0] - f[0];
+    power_a[k] = 0.25 * (ar * ar + ai * ai);
+    power_b[k] = 0.25 * (br * br + bi * bi);
+  }
+}

@@ -19,11 +19,11 @@ static double mel_to_hz(double m) {
 /* Triangular filters between n_mels + 2 points evenly spaced in mel, each
  * scaled to unit area (Slaney normalization), computed in double as librosa
  * and transformers do, stored as f32. */
-static void slaney_filters(const mel_config *c, float *out) {
+static bool slaney_filters(const mel_config *c, float *out) {
   int bins = c->n_fft / 2 + 1, n = c->n_mels;
   double lo = hz_to_mel(c->f_min), hi = hz_to_mel(c->f_max);
   double *pts = malloc((size_t)(n + 2) * sizeof *pts);
-  if (!pts) return;
+  if (!pts) return false;
   for (int i = 0; i < n + 2; i++) pts[i] = mel_to_hz(lo + (hi - lo) * i / (n + 1));
   for (int m = 0; m < n; m++) {
     double norm = 2.0 / (pts[m + 2] - pts[m]);
@@ -36,6 +36,7 @@ static void slaney_filters(const mel_config *c, float *out) {
     }
   }
   free(pts);
+  return true;
 }
 
 int mel_init(mel_frontend *m, const mel_config *c) {
@@ -48,76 +49,104 @@ int mel_init(mel_frontend *m, const mel_config *c) {
                    "mel frontend: n_fft %d, win %d, hop %d, %d mels, %d Hz, %g–%g Hz is not valid",
                    nfft, c->win_length, c->hop, c->n_mels, c->sample_rate, c->f_min, c->f_max);
   m->c = *c;
-  m->filters = mem_alloc((size_t)c->n_mels * (nfft / 2 + 1), sizeof *m->filters);
+  float *dense = mem_alloc((size_t)c->n_mels * (nfft / 2 + 1), sizeof *dense);
   m->window = mem_alloc((size_t)nfft, sizeof *m->window);
-  m->twiddle = mem_alloc((size_t)nfft, sizeof *m->twiddle);
-  if (!m->filters || !m->window || !m->twiddle) {
+  int st = dense && m->window && slaney_filters(c, dense) ? 0 : STENO_ERR_NOMEM;
+  if (!st) st = melbank_init(&m->bank, dense, c->n_mels, nfft / 2 + 1);
+  if (!st) st = fft_plan_init(&m->fft, nfft);
+  free(dense);
+  if (st) {
     mel_free(m);
-    return STENO_ERR_NOMEM;
+    return st;
   }
-  slaney_filters(c, m->filters);
   /* torch.hann_window(win, periodic=False), centred in n_fft as torch.stft pads it. */
   int off = (nfft - c->win_length) / 2;
   for (int k = 0; k < c->win_length; k++)
     m->window[off + k] = (double)(float)(0.5 - 0.5 * cos(2.0 * M_PI * k / (c->win_length - 1)));
-  fft_twiddles(m->twiddle, nfft);
   return 0;
 }
 
 void mel_free(mel_frontend *m) {
-  free(m->filters);
+  melbank_free(&m->bank);
   free(m->window);
-  free(m->twiddle);
+  fft_plan_free(&m->fft);
   memset(m, 0, sizeof *m);
 }
 
 /* Per-feature normalization over the first `valid` frames: (x − mean) /
- * (unbiased std + 1e-5); frames past them are zeroed. */
-static void normalize(float *x, size_t frames, size_t valid, int n_mels, bool on) {
-  for (int m = 0; on && m < n_mels; m++) {
-    double sum = 0, sq = 0;
-    for (size_t t = 0; t < valid; t++) sum += x[t * n_mels + m];
-    float mean = (float)(sum / (double)valid);
-    for (size_t t = 0; t < valid; t++) {
-      double d = x[t * n_mels + m] - mean;
-      sq += d * d;
-    }
-    float std = (float)sqrt(sq / (double)(valid - 1));
-    for (size_t t = 0; t < valid; t++) x[t * n_mels + m] = (x[t * n_mels + m] - mean) / (std + 1e-5f);
+ * (unbiased std + 1e-5). The sums run over frames
+ * in order for every feature at once (rows of x are contiguous). */
+static int normalize(float *x, size_t valid, int n_mels) {
+  double *sum = mem_alloc(2 * (size_t)n_mels, sizeof *sum), *sq = sum + n_mels;
+  float *mean = mem_alloc(2 * (size_t)n_mels, sizeof *mean), *scale = mean + n_mels;
+  if (!sum || !mean) {
+    free(sum);
+    free(mean);
+    return STENO_ERR_NOMEM;
   }
-  memset(x + valid * n_mels, 0, (frames - valid) * n_mels * sizeof *x);
+  for (int m = 0; m < n_mels; m++) sum[m] = sq[m] = 0;
+  for (size_t t = 0; t < valid; t++)
+    for (int m = 0; m < n_mels; m++) sum[m] += x[t * n_mels + m];
+  for (int m = 0; m < n_mels; m++) mean[m] = (float)(sum[m] / (double)valid);
+  for (size_t t = 0; t < valid; t++)
+    for (int m = 0; m < n_mels; m++) {
+      double d = x[t * n_mels + m] - mean[m];
+      sq[m] += d * d;
+    }
+  for (int m = 0; m < n_mels; m++) scale[m] = (float)sqrt(sq[m] / (double)(valid - 1)) + 1e-5f;
+  for (size_t t = 0; t < valid; t++)
+    for (int m = 0; m < n_mels; m++) x[t * n_mels + m] = (x[t * n_mels + m] - mean[m]) / scale[m];
+  free(sum);
+  free(mean);
+  return 0;
+}
+
+/* Frame t of the pre-emphasized signal, zero outside the clip: samples
+ * t·hop − n_fft/2 … + n_fft. */
+static void frame_samples(const mel_config *c, const float *pcm, size_t n, size_t t, float *out) {
+  long s0 = (long)(t * (size_t)c->hop) - c->n_fft / 2;
+  float pre = c->preemphasis;
+  if (s0 >= 1 && s0 + c->n_fft <= (long)n && pre != 0) {
+    for (int j = 0; j < c->n_fft; j++) out[j] = pcm[s0 + j] - pre * pcm[s0 + j - 1];
+    return;
+  }
+  for (int j = 0; j < c->n_fft; j++) {
+    long s = s0 + j;
+    float v = 0;
+    if (s >= 0 && (size_t)s < n) v = s > 0 && pre != 0 ? pcm[s] - pre * pcm[s - 1] : pcm[s];
+    out[j] = v;
+  }
+}
+
+/* log(mel energies + 2^-24) of one power spectrum, rounded to f32 first as
+ * transformers' f32 STFT does. */
+static void log_mel(const mel_frontend *m, double *power, double *energy, float *out) {
+  for (int k = 0; k <= m->c.n_fft / 2; k++) power[k] = (float)power[k];
+  melbank_apply(&m->bank, power, energy);
+  for (int b = 0; b < m->c.n_mels; b++) out[b] = logf((float)energy[b] + 5.960464477539063e-08f);
 }
 
 int mel_compute(const mel_frontend *m, const float *pcm, size_t n, float *out, size_t *valid) {
   const mel_config *c = &m->c;
-  size_t frames = mel_frames(m, n);
+  size_t frames = mel_frames(m, n), M = (size_t)c->n_mels;
   *valid = n / (size_t)c->hop;
   if (*valid < 2) return err_set(STENO_ERR_INVALID, "audio of %zu samples is too short", n);
-  int nfft = c->n_fft, bins = nfft / 2 + 1, half = nfft / 2;
-  double *buf = mem_alloc((size_t)nfft * 2 + (size_t)bins, sizeof *buf);
+  int nfft = c->n_fft, bins = nfft / 2 + 1;
+  /* work 6·n_fft, two frames of samples, two power spectra, the mel energies. */
+  double *buf = mem_alloc(8 * (size_t)nfft + 2 * (size_t)bins + M, sizeof *buf);
   if (!buf) return STENO_ERR_NOMEM;
-  double *power = buf + 2 * nfft;
-  for (size_t t = 0; t < frames; t++) {
-    for (int j = 0; j < nfft; j++) {
-      /* Sample t·hop + j − n_fft/2 of the pre-emphasized signal, zero outside. */
-      long s = (long)(t * (size_t)c->hop) + j - half;
-      float v = 0;
-      if (s >= 0 && (size_t)s < n)
-        v = s > 0 && c->preemphasis != 0 ? pcm[s] - c->preemphasis * pcm[s - 1] : pcm[s];
-      buf[2 * j] = v * m->window[j];
-      buf[2 * j + 1] = 0;
-    }
-    fft_complex(buf, nfft, m->twiddle);
-    for (int k = 0; k < bins; k++)
-      power[k] = (double)(float)(buf[2 * k] * buf[2 * k] + buf[2 * k + 1] * buf[2 * k + 1]);
-    for (int b = 0; b < c->n_mels; b++) {
-      const float *f = m->filters + (size_t)b * bins;
-      double acc = 0;
-      for (int k = 0; k < bins; k++) acc += f[k] * power[k];
-      out[t * c->n_mels + b] = logf((float)acc + 5.960464477539063e-08f);
-    }
+  float *a = (float *)(buf + 6 * nfft), *b = a + nfft;
+  double *pa = buf + 7 * nfft, *pb = pa + bins, *energy = pb + bins;
+  /* Two frames per complex transform (the second is zeros past the last frame). */
+  for (size_t t = 0; t < frames; t += 2) {
+    bool pair = t + 1 < frames;
+    frame_samples(c, pcm, n, t, a);
+    if (pair) frame_samples(c, pcm, n, t + 1, b);
+    fft_power_pair(&m->fft, a, pair ? b : NULL, m->window, buf, pa, pb);
+    log_mel(m, pa, energy, out + t * M);
+    if (pair) log_mel(m, pb, energy, out + (t + 1) * M);
   }
   free(buf);
-  normalize(out, frames, *valid, c->n_mels, c->normalize);
-  return 0;
+  memset(out + *valid * M, 0, (frames - *valid) * M * sizeof *out);
+  return c->normalize ? normalize(out, *valid, c->n_mels) : 0;
 }

@@ -8,6 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "frontend/fft.h"
+#include "frontend/melbank.h"
+
 typedef struct {
   int sample_rate, n_fft, win_length, hop, n_mels;
   float preemphasis; /* 0: none */
@@ -17,9 +20,9 @@ typedef struct {
 
 typedef struct {
   mel_config c;
-  float *filters;  /* [n_mels][n_fft/2 + 1] */
-  double *window;  /* [n_fft]: the Hann window centred, zeros around */
-  double *twiddle; /* [n_fft] */
+  melbank bank;   /* Slaney filters */
+  double *window; /* [n_fft]: the Hann window centred, zeros around */
+  fft_plan fft;   /* n_fft */
 } mel_frontend;
 
 int mel_init(mel_frontend *m, const mel_config *c);

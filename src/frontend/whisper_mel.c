@@ -1,6 +1,7 @@
 #include "frontend/whisper_mel.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,33 +17,20 @@ int wmel_init(wmel *m, int n_fft, int hop, int n_mels, size_t n_samples, const f
                    n_fft, hop, n_mels, n_samples);
   m->n_fft = n_fft, m->hop = hop, m->n_mels = n_mels, m->bins = n_fft / 2 + 1;
   m->n_samples = n_samples;
-  size_t nf = (size_t)n_mels * m->bins;
-  m->filters = mem_alloc(nf, sizeof *m->filters);
-  m->lo = mem_alloc((size_t)n_mels, sizeof *m->lo);
-  m->hi = mem_alloc((size_t)n_mels, sizeof *m->hi);
   m->window = mem_alloc((size_t)n_fft, sizeof *m->window);
-  int st = m->filters && m->lo && m->hi && m->window ? 0 : STENO_ERR_NOMEM;
+  int st = m->window ? 0 : STENO_ERR_NOMEM;
+  if (!st) st = melbank_init(&m->bank, filters, n_mels, m->bins);
   if (!st) st = fft_plan_init(&m->fft, n_fft);
   if (st) {
     wmel_free(m);
     return st;
-  }
-  memcpy(m->filters, filters, nf * sizeof *filters);
-  for (int b = 0; b < n_mels; b++) {
-    const float *f = m->filters + (size_t)b * m->bins;
-    int lo = 0, hi = m->bins;
-    while (lo < hi && f[lo] == 0) lo++;
-    while (hi > lo && f[hi - 1] == 0) hi--;
-    m->lo[b] = lo, m->hi[b] = hi;
   }
   for (int j = 0; j < n_fft; j++) m->window[j] = window[j];
   return 0;
 }
 
 void wmel_free(wmel *m) {
-  free(m->filters);
-  free(m->lo);
-  free(m->hi);
+  melbank_free(&m->bank);
   free(m->window);
   fft_plan_free(&m->fft);
   memset(m, 0, sizeof *m);
@@ -60,24 +48,25 @@ static double sample(const float *pcm, size_t n, size_t len, long i) {
   return i >= 0 && (size_t)i < n ? pcm[i] : 0.0;
 }
 
-/* log10 of the mel energies of frame t into out[n_mels]. */
-static void frame(const wmel *m, const float *pcm, size_t n, size_t len, size_t t, double *buf,
-                  float *out) {
-  int nfft = m->n_fft;
-  double *x = buf, *X = buf + 2 * nfft, *power = buf + 4 * nfft;
-  long start = (long)(t * (size_t)m->hop) - nfft / 2;
-  for (int j = 0; j < nfft; j++) {
-    x[2 * j] = sample(pcm, n, len, start + j) * m->window[j];
-    x[2 * j + 1] = 0;
-  }
-  fft_plan_run(&m->fft, x, X);
-  for (int k = 0; k < m->bins; k++) power[k] = X[2 * k] * X[2 * k] + X[2 * k + 1] * X[2 * k + 1];
+/* Frame t: samples t·hop − n_fft/2 … + n_fft, straight from pcm where they
+ * lie inside it, else gathered into buf. */
+static const float *frame_samples(const wmel *m, const float *pcm, size_t n, size_t len, size_t t,
+                                  float *buf) {
+  long start = (long)(t * (size_t)m->hop) - m->n_fft / 2;
+  if (start >= 0 && start + m->n_fft <= (long)n) return pcm + start;
+  for (int j = 0; j < m->n_fft; j++) buf[j] = (float)sample(pcm, n, len, start + j);
+  return buf;
+}
+
+/* log10 of the mel energies of one power spectrum, floored at 1e-10. */
+static float log_mel(const wmel *m, const double *power, double *energy, float *out) {
+  melbank_apply(&m->bank, power, energy);
+  float top = -INFINITY;
   for (int b = 0; b < m->n_mels; b++) {
-    const float *f = m->filters + (size_t)b * m->bins;
-    double acc = 0;
-    for (int k = m->lo[b]; k < m->hi[b]; k++) acc += f[k] * power[k];
-    out[b] = (float)log10(acc > 1e-10 ? acc : 1e-10);
+    out[b] = (float)log10(energy[b] > 1e-10 ? energy[b] : 1e-10);
+    top = fmaxf(top, out[b]);
   }
+  return top;
 }
 
 int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t *frames) {
@@ -85,19 +74,27 @@ int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t 
   /* A clip shorter than a window is padded to one before the STFT (its
    * reflection then mirrors zeros); a longer one is not padded. */
   size_t len = n > m->n_samples ? n : m->n_samples;
-  size_t T = len / (size_t)m->hop, M = (size_t)m->n_mels;
+  size_t T = len / (size_t)m->hop, M = (size_t)m->n_mels, nfft = (size_t)m->n_fft;
   *frames = T;
   float *x = mem_alloc(T, M * sizeof *x);
-  double *buf = mem_alloc(5 * (size_t)m->n_fft, sizeof *buf);
+  /* work 6·n_fft, two frames of samples, two power spectra, the mel energies. */
+  double *buf = mem_alloc(7 * nfft + 2 * (size_t)m->bins + M, sizeof *buf);
   if (!x || !buf) {
     free(x);
     free(buf);
     return STENO_ERR_NOMEM;
   }
+  float *fa = (float *)(buf + 6 * nfft), *fb = fa + nfft;
+  double *pa = buf + 7 * nfft, *pb = pa + m->bins, *energy = pb + m->bins;
   float top = -INFINITY;
-  for (size_t t = 0; t < T; t++) {
-    frame(m, pcm, n, len, t, buf, x + t * M);
-    for (size_t b = 0; b < M; b++) top = fmaxf(top, x[t * M + b]);
+  /* Two frames per complex transform (the second is zeros past the last frame). */
+  for (size_t t = 0; t < T; t += 2) {
+    bool pair = t + 1 < T;
+    const float *a = frame_samples(m, pcm, n, len, t, fa);
+    const float *b = pair ? frame_samples(m, pcm, n, len, t + 1, fb) : NULL;
+    fft_power_pair(&m->fft, a, b, m->window, buf, pa, pb);
+    top = fmaxf(top, log_mel(m, pa, energy, x + t * M));
+    if (pair) top = fmaxf(top, log_mel(m, pb, energy, x + (t + 1) * M));
   }
   free(buf);
   for (size_t i = 0; i < T * M; i++) x[i] = (fmaxf(x[i], top - 8.0f) + 4.0f) / 4.0f;

@@ -10,12 +10,12 @@
 #include <stddef.h>
 
 #include "frontend/fft.h"
+#include "frontend/melbank.h"
 
 typedef struct {
   int n_fft, hop, n_mels, bins; /* bins = n_fft/2 + 1 */
   size_t n_samples;             /* a window's samples: shorter clips are padded to it */
-  float *filters;               /* [n_mels][bins] */
-  int *lo, *hi;                 /* each filter's nonzero bins [lo, hi) */
+  melbank bank;                 /* the model's filters */
   double *window;               /* [n_fft] */
   fft_plan fft;
 } wmel;
