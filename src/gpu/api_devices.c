@@ -25,13 +25,16 @@ int steno_devices_print(FILE *out) {
       const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
       fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u %s\n", t->kernel,
               t->sg_m * t->tm * 16, t->sg_n * t->tn * 16,
-              gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? "(probe passed)"
+              gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? gpu_gemm_variant_used(d, (gpu_gemm_variant)v)
+                                                                ? "(probe passed, used)"
+                                                                : "(probe passed, slower here: not used)"
               : d->coop                                   ? "(probe FAILED: not used)"
                                                           : "(not offered: portable kernels)");
     }
     for (int k = 0; k < GPU_FAST_KINDS; k++)
       fprintf(out, "   fast kernels: %s %s\n", gpu_fast_name((gpu_fast_kernel)k),
-              gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed)"
+              gpu_fast_chosen(d, (gpu_fast_kernel)k)   ? "(probe passed, used)"
+              : gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed, slower here: not used)"
               : d->info.subgroup_arithmetic          ? "(probe FAILED: portable kernel)"
                                                      : "(not offered: portable kernel)");
     fprintf(out, "   (steno uses this device)\n");

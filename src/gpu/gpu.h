@@ -59,8 +59,9 @@ const gpu_info *gpu_device_info(const gpu_device *dev);
 /* Whether the fast GEMM (cooperative matrices) passed its probe on this device. */
 bool gpu_fast_gemm(const gpu_device *dev);
 
-/* Uses the fast kernels that passed their probes (the default), or only the
- * portable ones (STENO_FAST=0 starts that way). Tests run both. */
+/* On: every fast kernel that passed its probe (tests and benchmarks run
+ * both ways). Off: the portable kernels only. A device starts with the faster
+ * of each pair as timed at open (STENO_FAST=all: all passed, =0: off). */
 void gpu_set_fast(gpu_device *dev, bool on);
 bool gpu_using_fast(const gpu_device *dev);
 
@@ -77,6 +78,8 @@ typedef enum {
  * (passed, and gpu_set_fast on); its name for `steno devices`. */
 bool gpu_fast_passed(const gpu_device *dev, gpu_fast_kernel k);
 bool gpu_fast_used(const gpu_device *dev, gpu_fast_kernel k);
+/* Whether it passed and was timed faster than its portable twin here. */
+bool gpu_fast_chosen(const gpu_device *dev, gpu_fast_kernel k);
 const char *gpu_fast_name(gpu_fast_kernel k);
 
 /* Prints one device's description (as `steno devices` shows it). */

@@ -51,12 +51,18 @@ struct gpu_device {
   bool fast_gemm;  /* a cooperative-matrix GEMM passed its probe */
   bool gemm_ok[GPU_GEMM_VARIANTS]; /* which ones (gpu_gemm_variant) */
   gpu_gemm_variant gemm_force;     /* GPU_GEMM_AUTO, or one for benchmarks */
-  bool use_fast;   /* ... and is used (gpu_set_fast) */
-  bool fast[GPU_FAST_KINDS]; /* the other fast kernels that passed their probes */
+  gpu_gemm_variant gemm_pick[2][2]; /* the fastest here, by [Q8_0][m ≥ GEMM_BIG_M]; AUTO: portable */
+  enum { GPU_FAST_OFF, GPU_FAST_CHOSEN, GPU_FAST_ALL } use_fast; /* gpu_set_fast, STENO_FAST */
+  bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
+  bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
 };
 
-/* Runs the fast kernels' probes; turns on each that passes. */
+/* Runs the fast kernels' probes, and on a GPU times each one that passes
+ * against its portable twin: the faster is chosen. */
 void gpu_probe_fast(gpu_device *dev);
+
+/* The fast GEMM variant a device uses without timing (m ≥ GEMM_BIG_M: big). */
+gpu_gemm_variant gpu_gemm_default(const gpu_device *dev, bool big);
 
 /* Workgroups for a fast row kernel (64 invocations, one subgroup per row). */
 uint32_t gpu_subgroup_row_groups(const gpu_device *dev, uint32_t rows);

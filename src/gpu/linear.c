@@ -29,16 +29,30 @@ gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
 
 void gpu_gemm_force(gpu_device *d, gpu_gemm_variant v) { d->gemm_force = v; }
 bool gpu_gemm_variant_ok(const gpu_device *d, gpu_gemm_variant v) { return d->gemm_ok[v]; }
+bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
+  for (int q = 0; q < 2; q++)
+    for (int big = 0; big < 2; big++)
+      if (d->gemm_pick[q][big] == v) return true;
+  return false;
+}
 
-/* The fast variant for m rows, or GPU_GEMM_AUTO for the portable kernel. */
-static gpu_gemm_variant pick(const gpu_device *d, uint32_t m) {
-  if (d->gemm_force) return d->gemm_ok[d->gemm_force] ? d->gemm_force : GPU_GEMM_AUTO;
-  static const gpu_gemm_variant big[] = {GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64};
-  static const gpu_gemm_variant small[] = {GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128};
-  const gpu_gemm_variant *order = m >= GEMM_BIG_M ? big : small;
+gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
+  static const gpu_gemm_variant order[2][3] = {
+      {GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128},
+      {GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64}};
   for (int i = 0; i < 3; i++)
-    if (d->gemm_ok[order[i]]) return order[i];
+    if (d->gemm_ok[order[big][i]]) return order[big][i];
   return GPU_GEMM_AUTO;
+}
+
+/* The fast variant for m rows of type t, or GPU_GEMM_AUTO for the portable
+ * kernel: a forced one, every passed one (gpu_set_fast on), or the one timed
+ * fastest at device open. */
+static gpu_gemm_variant pick(const gpu_device *d, uint32_t m, gpu_wtype t) {
+  if (d->gemm_force) return d->gemm_ok[d->gemm_force] ? d->gemm_force : GPU_GEMM_AUTO;
+  bool big = m >= GEMM_BIG_M;
+  if (d->use_fast == GPU_FAST_ALL) return gpu_gemm_default(d, big);
+  return d->use_fast == GPU_FAST_CHOSEN ? d->gemm_pick[t == GPU_Q8_0][big] : GPU_GEMM_AUTO;
 }
 
 size_t gpu_wtype_bytes(gpu_wtype t, size_t count) {
@@ -129,7 +143,7 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
     return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   /* F32 weights keep the f32 kernel: the fast ones round W to f16. */
   gpu_device *d = gpu_rec_device(rec);
-  gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m) : GPU_GEMM_AUTO;
+  gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m, l->type) : GPU_GEMM_AUTO;
   uint32_t spec = l->type, bm = TILE, bn = TILE;
   gpu_kernel *k;
   if (v != GPU_GEMM_AUTO) {

@@ -60,9 +60,9 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
 /* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, and gemm_tiled.comp
- * with a 64×64 or a 128×128 tile. Each is probed at device open; gpu_gemm
- * uses the big tile from GEMM_BIG_M rows on, else the small one, whichever
- * passed. */
+ * with a 64×64 or a 128×128 tile. Each is probed at device open and timed
+ * with the portable kernel at a small and a large m (on a GPU); gpu_gemm uses
+ * the fastest for its weight type and m. */
 typedef enum {
   GPU_GEMM_AUTO = 0,
   GPU_GEMM_COOP64,
@@ -82,5 +82,7 @@ gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
 /* For benchmarks: forces one variant (if it passed its probe) or AUTO. */
 void gpu_gemm_force(gpu_device *dev, gpu_gemm_variant v);
 bool gpu_gemm_variant_ok(const gpu_device *dev, gpu_gemm_variant v);
+/* Whether it is the one chosen for some weight type and size here. */
+bool gpu_gemm_variant_used(const gpu_device *dev, gpu_gemm_variant v);
 
 #endif

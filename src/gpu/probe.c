@@ -4,6 +4,8 @@
  * but gets it wrong keeps the portable path. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "base/error.h"
 #include "base/half.h"
@@ -41,7 +43,8 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   bool ok = !gpu_linear_new(d, GPU_F16, K, &part, 1, NULL, 0, &l) &&
             !gpu_buffer_from(d, a, sizeof a, &ab) && !gpu_buffer_new(d, sizeof got, &cb) &&
             !gpu_rec_new(d, &rec);
-  d->fast_gemm = d->use_fast = true;
+  d->fast_gemm = true;
+  d->use_fast = GPU_FAST_ALL;
   d->gemm_ok[v] = true;
   d->gemm_force = v;
   /* An empty problem writes the subgroup size and count. */
@@ -62,7 +65,8 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   float worst = 0;
   for (int i = 0; ok && i < M * N; i++) worst = fmaxf(worst, fabsf(got[i] - want[i]));
   ok = ok && worst <= 1e-4f;
-  d->fast_gemm = d->use_fast = false;
+  d->fast_gemm = false;
+  d->use_fast = GPU_FAST_OFF;
   d->gemm_ok[v] = false;
   d->gemm_force = GPU_GEMM_AUTO;
   gpu_rec_free(rec);
@@ -79,9 +83,15 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
 
 enum { PROBE_ROWS = 37, PROBE_COLS = 200, PROBE_KERNEL = 9 };
 
-/* Random inputs for a probe: x [rows][2·cols] and three [cols·kernel] vectors. */
+/* Inputs for a probe of `rows` × `cols`: x [rows][2·cols] (+3), w of `wn`
+ * values (the depthwise kernel, or the portable attention's scores), g and b
+ * of cols·kernel, the output y [rows][cols] and a key mask of cols. `timing`:
+ * the model's shape (attention: 8 heads over all of a row) rather than the
+ * check's small one. */
 typedef struct {
   gpu_buffer *x, *g, *b, *w, *y, *mask;
+  uint32_t rows, cols;
+  bool timing;
 } probe_bufs;
 
 /* n values in [-2, 2), or zeros for seed 0. */
@@ -100,28 +110,55 @@ static gpu_buffer *probe_buffer(gpu_device *d, size_t n, uint32_t seed) {
   return b;
 }
 
+static void probe_bufs_free(probe_bufs *b) {
+  gpu_buffer *all[] = {b->x, b->g, b->b, b->w, b->y, b->mask};
+  for (int i = 0; i < 6; i++) gpu_buffer_free(all[i]);
+}
+
+static bool probe_bufs_new(gpu_device *d, uint32_t rows, uint32_t cols, size_t wn, bool timing,
+                           probe_bufs *b) {
+  size_t vn = (size_t)cols * PROBE_KERNEL;
+  *b = (probe_bufs){probe_buffer(d, (size_t)rows * 2 * cols + 3, 1), probe_buffer(d, vn, 2),
+                    probe_buffer(d, vn, 3), probe_buffer(d, wn > vn ? wn : vn, 4),
+                    probe_buffer(d, (size_t)rows * cols, 0), NULL, rows, cols, timing};
+  uint32_t *keys = malloc(cols * sizeof *keys);
+  for (uint32_t j = 0; keys && j < cols; j++) keys[j] = j % 3 != 1;
+  if (!keys || gpu_buffer_from(d, keys, cols * sizeof *keys, &b->mask)) b->mask = NULL;
+  free(keys);
+  if (b->x && b->g && b->b && b->w && b->y && b->mask) return true;
+  probe_bufs_free(b);
+  return false;
+}
+
 static void probe_norm(gpu_rec *rec, probe_bufs *b) {
   gpu_norm n = {b->g, b->b, 1e-5f};
-  gpu_layer_norm(rec, b->x, 3, 2 * PROBE_COLS, &n, b->y, 0, PROBE_COLS, PROBE_ROWS, PROBE_COLS,
-                 NULL, NULL);
+  gpu_layer_norm(rec, b->x, 3, 2 * b->cols, &n, b->y, 0, b->cols, b->rows, b->cols, NULL, NULL);
 }
 
 static void probe_softmax(gpu_rec *rec, probe_bufs *b) {
-  gpu_softmax(rec, (gpu_attn_slice){b->x, 1, 2 * PROBE_COLS},
-              (gpu_attn_slice){b->y, 0, PROBE_COLS}, PROBE_ROWS, PROBE_COLS, 3.0f);
+  gpu_softmax(rec, (gpu_attn_slice){b->x, 1, 2 * b->cols}, (gpu_attn_slice){b->y, 0, b->cols},
+              b->rows, b->cols, 3.0f);
 }
 
 static void probe_conv_glu(gpu_rec *rec, probe_bufs *b) {
   gpu_dwconv dw = {b->w, b->b, PROBE_KERNEL};
   gpu_norm n = {b->g, b->b, 1e-5f};
-  gpu_conv_glu(rec, b->x, 0, 2 * PROBE_COLS, &dw, &n, GPU_CONV_LAYER_NORM, b->y, 0, PROBE_COLS,
-               PROBE_ROWS, PROBE_COLS);
+  gpu_conv_glu(rec, b->x, 0, 2 * b->cols, &dw, &n, GPU_CONV_LAYER_NORM, b->y, 0, b->cols, b->rows,
+               b->cols);
 }
 
-/* The flash pipeline at both head sizes (HD 64 and 128), with a mask, t = 37
- * over three key blocks, into two parts of y (one head of 40, one of 100);
- * the portable path's scores go to b->w. */
+/* Check: the flash pipeline at both head sizes (HD 64 and 128), with a mask,
+ * t = 37 over three key blocks, into two parts of y (one head of 40, one of
+ * 100). Timing: 8 heads of cols/8 over t = rows, q = k. The portable path's
+ * scores go to b->w. */
 static void probe_attention(gpu_rec *rec, probe_bufs *b) {
+  if (b->timing) {
+    uint32_t c = b->cols, w = 2 * c;
+    gpu_attn a = {.q = {b->x, 0, w}, .k = {b->x, 0, w}, .v = {b->x, c, w}, .o = {b->y, 0, c},
+                  .scores = b->w, .t = b->rows, .heads = 8, .head_dim = c / 8};
+    gpu_attention(rec, &a);
+    return;
+  }
   enum { T = 37 };
   uint32_t at = 0;
   for (uint32_t hd = 40; hd <= 100; hd += 60) {
@@ -139,16 +176,12 @@ typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
  * portable result's largest magnitude (the sums' order is all that differs). */
 static bool twin_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   enum { N = PROBE_ROWS * PROBE_COLS };
-  size_t xn = (size_t)PROBE_ROWS * 2 * PROBE_COLS + 3, vn = (size_t)PROBE_COLS * PROBE_KERNEL;
-  uint32_t keys[PROBE_COLS];
-  for (int j = 0; j < PROBE_COLS; j++) keys[j] = j % 3 != 1;
-  probe_bufs b = {probe_buffer(d, xn, 1), probe_buffer(d, vn, 2), probe_buffer(d, vn, 3),
-                  probe_buffer(d, vn, 4), probe_buffer(d, N, 0), NULL};
-  if (gpu_buffer_from(d, keys, sizeof keys, &b.mask)) b.mask = NULL;
+  probe_bufs b;
   float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
   gpu_rec *rec = NULL;
-  bool ok = b.x && b.g && b.b && b.w && b.y && b.mask && want && got && !gpu_rec_new(d, &rec);
-  d->use_fast = true;
+  bool made = probe_bufs_new(d, PROBE_ROWS, PROBE_COLS, 0, false, &b);
+  bool ok = made && want && got && !gpu_rec_new(d, &rec);
+  d->use_fast = GPU_FAST_ALL;
   for (int fast = 0; fast < 2 && ok; fast++) {
     d->fast[k] = fast;
     ok = !gpu_rec_begin(rec);
@@ -161,14 +194,136 @@ static bool twin_probe(gpu_device *d, gpu_fast_kernel k, probe_op op) {
     worst = fmaxf(worst, fabsf(got[i] - want[i]));
   }
   ok = ok && worst <= 1e-5f * scale && scale > 0;
-  d->fast[k] = d->use_fast = false;
+  d->fast[k] = false;
+  d->use_fast = GPU_FAST_OFF;
   gpu_rec_free(rec);
-  gpu_buffer *all[] = {b.x, b.g, b.b, b.w, b.y, b.mask};
-  for (int i = 0; i < 6; i++) gpu_buffer_free(all[i]);
+  if (made) probe_bufs_free(&b);
   free(want), free(got);
   log_info("fast %s probe: %s (max |error| %g of %g)%s%s", gpu_fast_name(k),
            ok ? "passed" : "failed", worst, scale, ok || scale ? "" : ": ", ok || scale ? "" : err_message());
   return ok;
+}
+
+/* ---- timing: a fast kernel is used only where it beats its portable twin ---- */
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef void (*timed_op)(gpu_rec *rec, void *arg);
+
+/* Seconds for `reps` calls of op recorded into one submission: the best of
+ * two, after one that warms up (or < 0 if the device failed). */
+static double op_seconds(gpu_device *d, timed_op op, void *arg, int reps) {
+  gpu_rec *rec;
+  if (gpu_rec_new(d, &rec)) return -1;
+  double best = 1e30;
+  for (int run = 0; run < 3 && best >= 0; run++) {
+    if (gpu_rec_begin(rec)) best = -1;
+    for (int i = 0; best >= 0 && i < reps; i++) op(rec, arg);
+    double t0 = now_seconds();
+    if (best >= 0 && gpu_rec_run(rec)) best = -1;
+    double dt = now_seconds() - t0;
+    if (run > 0 && best >= 0 && dt < best) best = dt;
+  }
+  gpu_rec_free(rec);
+  return best;
+}
+
+typedef struct {
+  probe_op op;
+  probe_bufs *b;
+} row_op;
+
+static void run_row_op(gpu_rec *rec, void *arg) {
+  row_op *r = arg;
+  r->op(rec, r->b);
+}
+
+/* The model's shapes for timing (Parakeet 0.6B on 11 s: t = 138, d = 1024). */
+static const struct {
+  uint32_t rows, cols;
+} timing_shape[GPU_FAST_KINDS] = {
+    [GPU_FAST_NORM] = {138, 1024},      /* t × d */
+    [GPU_FAST_SOFTMAX] = {8 * 138, 138}, /* heads·t × t */
+    [GPU_FAST_CONV_GLU] = {138, 1024},  /* t × d */
+    [GPU_FAST_ATTENTION] = {138, 1024}, /* t, 8 heads of 128 */
+};
+
+/* Whether fast kernel k (probe passed) runs faster than its portable twin at
+ * the model's shape on this device. */
+static bool twin_faster(gpu_device *d, gpu_fast_kernel k, probe_op op) {
+  uint32_t rows = timing_shape[k].rows, cols = timing_shape[k].cols;
+  probe_bufs b;
+  if (!probe_bufs_new(d, rows, cols, (size_t)8 * rows * rows, true, &b)) return false;
+  row_op r = {op, &b};
+  double t[2];
+  d->use_fast = GPU_FAST_ALL;
+  for (int fast = 0; fast < 2; fast++) {
+    d->fast[k] = fast;
+    t[fast] = op_seconds(d, run_row_op, &r, 5);
+  }
+  d->fast[k] = false;
+  d->use_fast = GPU_FAST_OFF;
+  probe_bufs_free(&b);
+  bool faster = t[0] > 0 && t[1] > 0 && t[1] < t[0];
+  log_info("fast %s at %u × %u: %.1f µs, portable %.1f µs: %s", gpu_fast_name(k), rows, cols,
+           t[1] * 2e5, t[0] * 2e5, faster ? "used" : "not used");
+  return faster;
+}
+
+typedef struct {
+  gpu_buffer *a, *c;
+  gpu_linear *l;
+  uint32_t m;
+} gemm_op;
+
+static void run_gemm_op(gpu_rec *rec, void *arg) {
+  gemm_op *g = arg;
+  gpu_gemm(rec, g->a, g->l, g->c, g->m, GPU_EPI_BIAS, 1.0f);
+}
+
+/* The fastest GEMM for weights of type t at m × n × k among the portable
+ * kernel (GPU_GEMM_AUTO) and the variants that passed their probes. */
+static gpu_gemm_variant fastest_gemm(gpu_device *d, gpu_wtype t, uint32_t m, uint32_t n, uint32_t k) {
+  float *w = probe_random((size_t)n * k, 5);
+  uint8_t *bytes = malloc(gpu_wtype_bytes(t, (size_t)n * k));
+  gpu_linear l = {0};
+  gemm_op g = {probe_buffer(d, (size_t)m * k, 6), probe_buffer(d, (size_t)m * n, 0), &l, m};
+  bool ok = w && bytes && g.a && g.c;
+  if (ok) { /* F16 or Q8_0 (scale 1/127: the values are in [-2, 2)) */
+    uint16_t *h = (uint16_t *)bytes;
+    for (size_t i = 0; t == GPU_F16 && i < (size_t)n * k; i++) h[i] = f32_to_f16(w[i]);
+    for (size_t blk = 0; t == GPU_Q8_0 && blk < (size_t)n * k / 32; blk++) {
+      uint8_t *q = bytes + blk * 34;
+      uint16_t scale = f32_to_f16(2.0f / 127);
+      memcpy(q, &scale, 2);
+      for (int i = 0; i < 32; i++) q[2 + i] = (uint8_t)(int8_t)lrintf(w[blk * 32 + i] * 63.5f);
+    }
+    ok = !gpu_linear_new(d, t, k, &(gpu_weight){bytes, n}, 1, NULL, 0, &l);
+  }
+  gpu_gemm_variant best = GPU_GEMM_AUTO;
+  double best_s = 1e30;
+  d->use_fast = GPU_FAST_ALL;
+  for (int v = 0; ok && v < GPU_GEMM_VARIANTS; v++) {
+    if (v && !d->gemm_ok[v]) continue;
+    d->gemm_force = (gpu_gemm_variant)v;
+    if (!v) d->use_fast = GPU_FAST_OFF;
+    double s = op_seconds(d, run_gemm_op, &g, 3);
+    d->use_fast = GPU_FAST_ALL;
+    log_info("GEMM %s %u×%u×%u: %s %.1f µs", t == GPU_Q8_0 ? "Q8_0" : "F16", m, n, k,
+             v ? gpu_gemm_tiles[v].kernel : "portable", s * 1e6 / 3);
+    if (s > 0 && s < best_s) best_s = s, best = (gpu_gemm_variant)v;
+  }
+  d->gemm_force = GPU_GEMM_AUTO;
+  d->use_fast = GPU_FAST_OFF;
+  gpu_linear_free(&l);
+  gpu_buffer_free(g.a);
+  gpu_buffer_free(g.c);
+  free(w), free(bytes);
+  return best;
 }
 
 static const struct {
@@ -184,7 +339,10 @@ static const struct {
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
 bool gpu_fast_passed(const gpu_device *d, gpu_fast_kernel k) { return d->fast[k]; }
-bool gpu_fast_used(const gpu_device *d, gpu_fast_kernel k) { return d->use_fast && d->fast[k]; }
+bool gpu_fast_chosen(const gpu_device *d, gpu_fast_kernel k) { return d->faster[k]; }
+bool gpu_fast_used(const gpu_device *d, gpu_fast_kernel k) {
+  return d->fast[k] && (d->use_fast == GPU_FAST_ALL || (d->use_fast == GPU_FAST_CHOSEN && d->faster[k]));
+}
 
 uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
   uint32_t sg = d->info.subgroup_size, per = sg && sg < 64 ? 64 / sg : 1;
@@ -200,4 +358,19 @@ void gpu_probe_fast(gpu_device *d) {
     if (fast_kernels[k].op && (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups))
       passed[k] = twin_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op);
   for (int k = 0; k < GPU_FAST_KINDS; k++) d->fast[k] = passed[k];
+  /* On a CPU device (lavapipe) the fast kernels were measured 2.5–26× faster
+   * (docs/perf.md) and timing the portable ones there costs seconds: used as
+   * they pass. Elsewhere each is timed against its portable twin, as the
+   * H200 showed most of them slower. */
+  bool timed = strcmp(d->info.type, "cpu") != 0;
+  for (int k = 0; k < GPU_FAST_KINDS; k++)
+    d->faster[k] = passed[k] && (!timed || twin_faster(d, (gpu_fast_kernel)k, fast_kernels[k].op));
+  for (int q = 0; q < 2; q++)
+    for (int big = 0; big < 2; big++) {
+      gpu_wtype t = q ? GPU_Q8_0 : GPU_F16;
+      d->gemm_pick[q][big] = !d->fast_gemm ? GPU_GEMM_AUTO
+                             : !timed      ? gpu_gemm_default(d, big)
+                             : big         ? fastest_gemm(d, t, 1024, 2048, 1024)
+                                           : fastest_gemm(d, t, 138, 3072, 1024);
+    }
 }

@@ -390,8 +390,13 @@ static int device_create(gpu_device *d) {
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
-  gpu_probe_fast(d);
-  d->use_fast = true;
+  if (!(fast && !strcmp(fast, "0"))) gpu_probe_fast(d);
+  /* STENO_FAST=0: portable kernels only; =all: every fast kernel that passed
+   * its probe, faster or not (to test them on a GPU); else the faster of each pair. */
+  d->use_fast = !fast ? GPU_FAST_CHOSEN
+                : !strcmp(fast, "0") ? GPU_FAST_OFF
+                : !strcmp(fast, "all") ? GPU_FAST_ALL
+                                       : GPU_FAST_CHOSEN;
   return 0;
 }
 
@@ -468,5 +473,5 @@ void gpu_close(gpu_device *d) {
 
 const gpu_info *gpu_device_info(const gpu_device *d) { return &d->info; }
 bool gpu_fast_gemm(const gpu_device *d) { return d->fast_gemm; }
-void gpu_set_fast(gpu_device *d, bool on) { d->use_fast = on; }
-bool gpu_using_fast(const gpu_device *d) { return d->use_fast && d->fast_gemm; }
+void gpu_set_fast(gpu_device *d, bool on) { d->use_fast = on ? GPU_FAST_ALL : GPU_FAST_OFF; }
+bool gpu_using_fast(const gpu_device *d) { return d->use_fast != GPU_FAST_OFF && d->fast_gemm; }
