@@ -104,8 +104,7 @@ static void validation(void) {
   gpu_device *d = NULL;
   int st = gpu_open(&d);
   unsetenv("STENO_VALIDATE");
-  CHECK(st == 0, "with the validation layer: %s (apt-get install vulkan-validationlayers)",
-        steno_last_error());
+  CHECK(st == 0, "with the validation layer: %s", steno_last_error());
   if (!d) return;
   PFN_vkSubmitDebugUtilsMessageEXT submit =
       (PFN_vkSubmitDebugUtilsMessageEXT)vkGetInstanceProcAddr(d->inst, "vkSubmitDebugUtilsMessageEXT");
