@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "frontend/fft.h"
+#include "frontend/frames.h"
 
 /* Slaney's mel scale: linear below 1 kHz, logarithmic above (librosa, htk=False). */
 static double hz_to_mel(double f) {
@@ -126,27 +127,41 @@ static void log_mel(const mel_frontend *m, double *power, double *energy, float 
   for (int b = 0; b < m->c.n_mels; b++) out[b] = logf((float)energy[b] + 5.960464477539063e-08f);
 }
 
+typedef struct {
+  const mel_frontend *m;
+  const float *pcm;
+  size_t n;
+  float *out;
+} mel_job;
+
+/* Frames [t0, t1) from t0 even, two per complex transform (the second is
+ * zeros past the last frame). Scratch: n_fft·8 + bins·2 + n_mels doubles. */
+static void mel_chunk(void *ctx, size_t t0, size_t t1, int chunk, double *buf) {
+  (void)chunk;
+  const mel_job *j = ctx;
+  const mel_config *c = &j->m->c;
+  int nfft = c->n_fft, bins = nfft / 2 + 1;
+  float *a = (float *)(buf + 6 * nfft), *b = a + nfft;
+  double *pa = buf + 7 * nfft, *pb = pa + bins, *energy = pb + bins;
+  size_t M = (size_t)c->n_mels;
+  for (size_t t = t0; t < t1; t += 2) {
+    bool pair = t + 1 < t1;
+    frame_samples(c, j->pcm, j->n, t, a);
+    if (pair) frame_samples(c, j->pcm, j->n, t + 1, b);
+    fft_power_pair(&j->m->fft, a, pair ? b : NULL, j->m->window, buf, pa, pb);
+    log_mel(j->m, pa, energy, j->out + t * M);
+    if (pair) log_mel(j->m, pb, energy, j->out + (t + 1) * M);
+  }
+}
+
 int mel_compute(const mel_frontend *m, const float *pcm, size_t n, float *out, size_t *valid) {
   const mel_config *c = &m->c;
   size_t frames = mel_frames(m, n), M = (size_t)c->n_mels;
   *valid = n / (size_t)c->hop;
   if (*valid < 2) return err_set(STENO_ERR_INVALID, "audio of %zu samples is too short", n);
-  int nfft = c->n_fft, bins = nfft / 2 + 1;
-  /* work 6·n_fft, two frames of samples, two power spectra, the mel energies. */
-  double *buf = mem_alloc(8 * (size_t)nfft + 2 * (size_t)bins + M, sizeof *buf);
-  if (!buf) return STENO_ERR_NOMEM;
-  float *a = (float *)(buf + 6 * nfft), *b = a + nfft;
-  double *pa = buf + 7 * nfft, *pb = pa + bins, *energy = pb + bins;
-  /* Two frames per complex transform (the second is zeros past the last frame). */
-  for (size_t t = 0; t < frames; t += 2) {
-    bool pair = t + 1 < frames;
-    frame_samples(c, pcm, n, t, a);
-    if (pair) frame_samples(c, pcm, n, t + 1, b);
-    fft_power_pair(&m->fft, a, pair ? b : NULL, m->window, buf, pa, pb);
-    log_mel(m, pa, energy, out + t * M);
-    if (pair) log_mel(m, pb, energy, out + (t + 1) * M);
-  }
-  free(buf);
+  size_t nfft = (size_t)c->n_fft;
+  mel_job job = {m, pcm, n, out};
+  TRY(frames_run(frames, 8 * nfft + 2 * (nfft / 2 + 1) + M, mel_chunk, &job));
   memset(out + *valid * M, 0, (frames - *valid) * M * sizeof *out);
   return c->normalize ? normalize(out, *valid, c->n_mels) : 0;
 }

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "frontend/frames.h"
 
 int wmel_init(wmel *m, int n_fft, int hop, int n_mels, size_t n_samples, const float *filters,
               const float *window) {
@@ -69,6 +70,34 @@ static float log_mel(const wmel *m, const double *power, double *energy, float *
   return top;
 }
 
+typedef struct {
+  const wmel *m;
+  const float *pcm;
+  size_t n, len;
+  float *x;
+  float top[FRAMES_MAX_CHUNKS]; /* each chunk's largest log-mel */
+} wmel_job;
+
+/* Frames [t0, t1) from t0 even, two per complex transform (the second is
+ * zeros past the last frame). Scratch: n_fft·7 + bins·2 + n_mels doubles. */
+static void wmel_chunk(void *ctx, size_t t0, size_t t1, int chunk, double *buf) {
+  wmel_job *j = ctx;
+  const wmel *m = j->m;
+  size_t nfft = (size_t)m->n_fft, M = (size_t)m->n_mels;
+  float *fa = (float *)(buf + 6 * nfft), *fb = fa + nfft;
+  double *pa = buf + 7 * nfft, *pb = pa + m->bins, *energy = pb + m->bins;
+  float top = -INFINITY;
+  for (size_t t = t0; t < t1; t += 2) {
+    bool pair = t + 1 < t1;
+    const float *a = frame_samples(m, j->pcm, j->n, j->len, t, fa);
+    const float *b = pair ? frame_samples(m, j->pcm, j->n, j->len, t + 1, fb) : NULL;
+    fft_power_pair(&m->fft, a, b, m->window, buf, pa, pb);
+    top = fmaxf(top, log_mel(m, pa, energy, j->x + t * M));
+    if (pair) top = fmaxf(top, log_mel(m, pb, energy, j->x + (t + 1) * M));
+  }
+  j->top[chunk] = top;
+}
+
 int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t *frames) {
   *out = NULL;
   /* A clip shorter than a window is padded to one before the STFT (its
@@ -76,28 +105,17 @@ int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t 
   size_t len = n > m->n_samples ? n : m->n_samples;
   size_t T = len / (size_t)m->hop, M = (size_t)m->n_mels, nfft = (size_t)m->n_fft;
   *frames = T;
-  float *x = mem_alloc(T, M * sizeof *x);
-  /* work 6·n_fft, two frames of samples, two power spectra, the mel energies. */
-  double *buf = mem_alloc(7 * nfft + 2 * (size_t)m->bins + M, sizeof *buf);
-  if (!x || !buf) {
-    free(x);
-    free(buf);
-    return STENO_ERR_NOMEM;
+  wmel_job job = {m, pcm, n, len, mem_alloc(T, M * sizeof *job.x), {0}};
+  if (!job.x) return STENO_ERR_NOMEM;
+  for (int c = 0; c < FRAMES_MAX_CHUNKS; c++) job.top[c] = -INFINITY;
+  int st = frames_run(T, 7 * nfft + 2 * (size_t)m->bins + M, wmel_chunk, &job);
+  if (st) {
+    free(job.x);
+    return st;
   }
-  float *fa = (float *)(buf + 6 * nfft), *fb = fa + nfft;
-  double *pa = buf + 7 * nfft, *pb = pa + m->bins, *energy = pb + m->bins;
   float top = -INFINITY;
-  /* Two frames per complex transform (the second is zeros past the last frame). */
-  for (size_t t = 0; t < T; t += 2) {
-    bool pair = t + 1 < T;
-    const float *a = frame_samples(m, pcm, n, len, t, fa);
-    const float *b = pair ? frame_samples(m, pcm, n, len, t + 1, fb) : NULL;
-    fft_power_pair(&m->fft, a, b, m->window, buf, pa, pb);
-    top = fmaxf(top, log_mel(m, pa, energy, x + t * M));
-    if (pair) top = fmaxf(top, log_mel(m, pb, energy, x + (t + 1) * M));
-  }
-  free(buf);
-  for (size_t i = 0; i < T * M; i++) x[i] = (fmaxf(x[i], top - 8.0f) + 4.0f) / 4.0f;
-  *out = x;
+  for (int c = 0; c < FRAMES_MAX_CHUNKS; c++) top = fmaxf(top, job.top[c]);
+  for (size_t i = 0; i < T * M; i++) job.x[i] = (fmaxf(job.x[i], top - 8.0f) + 4.0f) / 4.0f;
+  *out = job.x;
   return 0;
 }
