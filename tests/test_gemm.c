@@ -143,6 +143,13 @@ int main(void) {
     one_layer(t, n, 24, odd, 2, bias, n, 1);
     one_layer(t, n, 40, odd, 2, bias, n + 64, 2);
   }
+  /* Few rows and a long k: the portable kernel splits k (4 pieces of 512 here,
+   * 2 for the FFN below) and sums the pieces in gemm_reduce. */
+  const size_t few[] = {1, 37};
+  for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
+    one_layer(t, n, 2048, few, 2, bias, n, 7);
+    one_layer(t, n, 2048, few, 2, bias, n + 64, 2);
+  }
   /* A real layer's shape: Parakeet 0.6B's FFN. */
   const size_t big[] = {140};
   float *bias_big = test_random(4096, 7);

@@ -55,11 +55,18 @@ struct gpu_device {
   enum { GPU_FAST_OFF, GPU_FAST_CHOSEN, GPU_FAST_ALL } use_fast; /* gpu_set_fast, STENO_FAST */
   bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
   bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
+  gpu_buffer *scratch;          /* split-k GEMM partial sums (gpu_device_scratch) */
+  pthread_mutex_t scratch_lock;
 };
 
 /* Runs the fast kernels' probes, and on a GPU times each one that passes
  * against its portable twin: the faster is chosen. */
 void gpu_probe_fast(gpu_device *dev);
+
+/* The device's scratch buffer of `bytes` (made at the first call; every
+ * later call must ask for the same size), or NULL with the error set. Work on
+ * one queue with full barriers between dispatches can share it. */
+gpu_buffer *gpu_device_scratch(gpu_device *dev, size_t bytes);
 
 /* The fast GEMM variant a device uses without timing (m ≥ GEMM_BIG_M: big). */
 gpu_gemm_variant gpu_gemm_default(const gpu_device *dev, bool big);

@@ -10,6 +10,15 @@
 /* Columns per GEMM tile: layers are padded to it. */
 #define TILE 64
 
+/* Split k (portable kernel): below SPLIT_TILES tiles the GPU has too few
+ * workgroups in flight (the H200: 144 tiles for 132 SMs ran at 1.6 TFLOP/s),
+ * so k is cut into pieces of at least SPLIT_MIN_K, summed by gemm_reduce
+ * through the device's scratch of SPLIT_BYTES. */
+#define SPLIT_TILES 256
+#define SPLIT_MIN_K 512
+#define SPLIT_MAX 8
+#define SPLIT_BYTES ((size_t)32 << 20)
+
 /* Rows from which the 128×128 tile pays: below it too few workgroups fill the GPU. */
 #define GEMM_BIG_M 512
 
@@ -34,6 +43,16 @@ bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
     for (int big = 0; big < 2; big++)
       if (d->gemm_pick[q][big] == v) return true;
   return false;
+}
+
+/* How many pieces to cut k into for the portable kernel (1: none). */
+static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k) {
+  if (tiles >= SPLIT_TILES || k < 2 * SPLIT_MIN_K) return 1;
+  uint32_t s = (SPLIT_TILES + tiles - 1) / tiles;
+  if (s > k / SPLIT_MIN_K) s = k / SPLIT_MIN_K;
+  if (s > SPLIT_MAX) s = SPLIT_MAX;
+  while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
+  return s;
 }
 
 gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
@@ -153,12 +172,29 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   } else {
     k = gpu_rec_kernel(rec, "gemm", &spec, 1);
   }
+  uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
+  uint32_t splits = v == GPU_GEMM_AUTO ? split_count(tiles, m, l->n, l->k) : 1;
+  uint32_t kc = (l->k + splits - 1) / splits;
+  kc = (kc + 31) / 32 * 32;
+  splits = (l->k + kc - 1) / kc;
+  gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
+  if (splits > 1 && !part) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
   struct {
     uint32_t m, n, k, mode;
     float alpha;
-    uint32_t dual, lda, wk;
-  } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk};
+    uint32_t dual, lda, wk, splits, kc;
+  } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk, splits, kc};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
-  gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
-  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, (l->n + bn - 1) / bn, (m + bm - 1) / bm, 1);
+  gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias, part ? part : c};
+  gpu_dispatch(rec, k, bufs, v == GPU_GEMM_AUTO ? 6 : 5, &push, v == GPU_GEMM_AUTO ? sizeof push : 32,
+               (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
+  if (splits == 1) return;
+  struct {
+    uint32_t m, n, splits, mode;
+    float alpha;
+    uint32_t dual;
+  } rpush = {m, l->n, splits, epi, alpha, l->dual};
+  gpu_buffer *rbufs[] = {part, l->bias, c};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce", NULL, 0), rbufs, 3, &rpush, sizeof rpush,
+               (l->n + 255) / 256, m, 1);
 }

@@ -421,6 +421,7 @@ int gpu_open(gpu_device **out) {
   if (no_map && !strcmp(no_map, "1")) d->info.unified = false;
   pthread_mutex_init(&d->lock, NULL);
   pthread_mutex_init(&d->invalid_lock, NULL);
+  pthread_mutex_init(&d->scratch_lock, NULL);
   st = gpu_instance(&d->inst);
   if (!st && gpu_validating()) st = messenger(d);
   if (!st) {
@@ -442,6 +443,18 @@ int gpu_open(gpu_device **out) {
   return 0;
 }
 
+gpu_buffer *gpu_device_scratch(gpu_device *d, size_t bytes) {
+  pthread_mutex_lock(&d->scratch_lock);
+  if (!d->scratch && gpu_buffer_new(d, bytes, &d->scratch)) d->scratch = NULL;
+  gpu_buffer *b = d->scratch;
+  pthread_mutex_unlock(&d->scratch_lock);
+  if (b && gpu_buffer_size(b) < bytes) {
+    err_set(STENO_ERR_INVALID, "device scratch of %zu bytes asked for %zu", gpu_buffer_size(b), bytes);
+    return NULL;
+  }
+  return b;
+}
+
 void gpu_close(gpu_device *d) {
   if (!d) return;
   if (d->dev) {
@@ -453,6 +466,7 @@ void gpu_close(gpu_device *d) {
     }
     gpu_buffer_free(d->staging);
     gpu_buffer_free(d->spare);
+    gpu_buffer_free(d->scratch);
     if (d->xfer_fence) vkDestroyFence(d->dev, d->xfer_fence, NULL);
     if (d->xfer_pool) vkDestroyCommandPool(d->dev, d->xfer_pool, NULL);
     if (d->layout) vkDestroyPipelineLayout(d->dev, d->layout, NULL);
@@ -468,6 +482,7 @@ void gpu_close(gpu_device *d) {
   if (d->inst) vkDestroyInstance(d->inst, NULL);
   pthread_mutex_destroy(&d->lock);
   pthread_mutex_destroy(&d->invalid_lock);
+  pthread_mutex_destroy(&d->scratch_lock);
   free(d);
 }
 

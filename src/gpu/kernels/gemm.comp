@@ -14,6 +14,11 @@
 // Tile: 64 rows × 64 outputs per workgroup of 256, 4×4 per invocation, k in
 // steps of 16 through shared memory. W is converted to f32 exactly (no
 // rounding); products accumulate in f32.
+//
+// Split k (splits > 1, for few rows: more workgroups in flight): workgroup z
+// sums k in [z·kc, (z + 1)·kc) and writes its raw sums to
+// part [z][m][n] (binding 5); gemm_reduce.comp adds them up and applies the
+// bias and epilogue.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -25,11 +30,13 @@ layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) buffer C { float c[]; };
 layout(std430, binding = 3) readonly buffer W { uint w[]; };
 layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
+layout(std430, binding = 5) writeonly buffer Part { float part[]; };
 
 layout(push_constant) uniform Push {
   uint m, n, k, mode;
   float alpha;
   uint dual, lda, wk;
+  uint splits, kc;
 } p;
 
 const uint TILE = 64, KSTEP = 16;
@@ -57,15 +64,18 @@ void main() {
     for (uint j = 0; j < 4; j++) acc[i][j] = 0.0;
 
   // Loaders: each invocation brings 4 consecutive k of one row of a and of W.
+  // a is cut at kend: W past it (the next split's, or the zero padding) meets zeros.
   uint lr = tid / 4, lk = (tid % 4) * 4;
-  for (uint k0 = 0; k0 < p.k; k0 += KSTEP) {
+  uint kbeg = p.splits > 1 ? gl_WorkGroupID.z * p.kc : 0;
+  uint kend = p.splits > 1 ? min(kbeg + p.kc, p.k) : p.k;
+  for (uint k0 = kbeg; k0 < kend; k0 += KSTEP) {
     uint ar = row0 + lr;
     vec4 av = vec4(0.0);
     if (ar < p.m) {
       uint i = ar * p.lda + k0 + lk;
-      if (k0 + lk + 4 <= p.k) av = vec4(a[i], a[i + 1], a[i + 2], a[i + 3]);
+      if (k0 + lk + 4 <= kend) av = vec4(a[i], a[i + 1], a[i + 2], a[i + 3]);
       else
-        for (uint q = 0; q < 4; q++) av[q] = k0 + lk + q < p.k ? a[i + q] : 0.0;
+        for (uint q = 0; q < 4; q++) av[q] = k0 + lk + q < kend ? a[i + q] : 0.0;
     }
     vec4 wv = weights4(col0 + lr, k0 + lk);
     for (uint q = 0; q < 4; q++) {
@@ -83,6 +93,15 @@ void main() {
     barrier();
   }
 
+  if (p.splits > 1) {
+    for (uint i = 0; i < 4; i++) {
+      uint row = row0 + ty + 16 * i;
+      if (row >= p.m) continue;
+      for (uint j = 0; j < 4; j++)
+        part[(gl_WorkGroupID.z * p.m + row) * p.n + col0 + tx + 16 * j] = acc[i][j];
+    }
+    return;
+  }
   uint width = p.n + p.dual;
   for (uint i = 0; i < 4; i++) {
     uint row = row0 + ty + 16 * i;
