@@ -47,7 +47,8 @@ def summary(what: str, values: list[float], seconds: float | None = None) -> dic
 
 def run(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # errors="replace": a random-weight model can emit invalid UTF-8 as its text.
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
     return r, (time.perf_counter() - t0) * 1e3
 
 
