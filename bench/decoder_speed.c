@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <stdbool.h>
+
+#include "base/pool.h"
 #include "decode/transducer.h"
 
 int transducer_greedy_scalar(const transducer *m, const float *enc, int t, int stride, dec_tokens *out);
@@ -59,18 +62,28 @@ int main(int argc, char **argv) {
   m.out_b = random_floats(V + D, ws, &seed);
   float *enc = random_floats((size_t)t * J, 1, &seed);
 
-  dec_tokens a = {0}, b = {0};
+  dec_tokens a = {0}, b = {0}, c = {0};
   /* Alternating calls, the best of each: the least disturbed by other load. */
-  double ts = 1e30, tf = 1e30;
+  double ts = 1e30, tf = 1e30, tt = 1e30;
+  transducer threaded = m;
+  m.threads = 1;
   for (int r = 0; r < reps; r++) {
     double s = time_call(transducer_greedy_scalar, &m, enc, t, &a);
     double f = time_call(transducer_greedy, &m, enc, t, &b);
+    double th = time_call(transducer_greedy, &threaded, enc, t, &c);
     ts = s < ts ? s : ts;
     tf = f < tf ? f : tf;
+    tt = th < tt ? th : tt;
   }
   size_t same = 0;
   while (same < a.n && same < b.n && a.v[same].id == b.v[same].id && a.v[same].frame == b.v[same].frame) same++;
-  printf("frames %d, tokens scalar %zu / fast %zu, first %zu identical\n", t, a.n, b.n, same);
-  printf("scalar %.1f ms, fast %.1f ms, speed-up %.2fx\n", ts * 1e3, tf * 1e3, ts / tf);
+  bool threads_same = b.n == c.n;
+  for (size_t i = 0; threads_same && i < b.n; i++)
+    threads_same = b.v[i].id == c.v[i].id && b.v[i].frame == c.v[i].frame && b.v[i].p == c.v[i].p;
+  printf("frames %d, tokens scalar %zu / fast %zu, first %zu identical; threaded %s\n", t, a.n, b.n,
+         same, threads_same ? "identical to fast" : "DIFFERENT");
+  printf("scalar %.1f ms, fast %.1f ms (%.2fx), fast on %d threads %.1f ms (%.2fx over fast)\n",
+         ts * 1e3, tf * 1e3, ts / tf, pool_default_workers() + 1, tt * 1e3, tf / tt);
+  if (!threads_same) return 1;
   return same == a.n && a.n == b.n ? 0 : 1;
 }

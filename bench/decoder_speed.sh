@@ -10,5 +10,5 @@ cc="${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude"
 $cc -c src/decode/transducer.c -o "$out/fast.o"
 $cc -DTRANSDUCER_SCALAR -Dtransducer_greedy=transducer_greedy_scalar -c src/decode/transducer.c -o "$out/scalar.o"
 $cc bench/decoder_speed.c "$out/fast.o" "$out/scalar.o" src/decode/tokens.c src/base/error.c src/base/mem.c \
-  -o "$out/decoder_speed" -lm
+  src/base/pool.c -o "$out/decoder_speed" -lm -lpthread
 "$out/decoder_speed" "$@"

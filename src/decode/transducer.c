@@ -6,12 +6,18 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/pool.h"
+
+/* Below this many weights one thread streams the matrix faster than waking others. */
+enum { THREAD_MIN_WEIGHTS = 1 << 17 };
 
 /* y[r] = b[r] + (acc ? y[r] : 0) + W[r]·x for r < rows (W row-major
  * [rows][cols]); b may be NULL. TRANSDUCER_SCALAR keeps the one-accumulator
  * loop as the reference (bench/decoder_speed.sh times both). */
 #ifdef TRANSDUCER_SCALAR
-static void matvec(const float *w, const float *b, const float *x, int rows, int cols, bool acc, float *y) {
+static void matvec(pool *unused, const float *w, const float *b, const float *x, int rows, int cols,
+                   bool acc, float *y) {
+  (void)unused;
   for (int r = 0; r < rows; r++) {
     const float *wr = w + (size_t)r * cols;
     float s = 0;
@@ -39,13 +45,44 @@ static void matvec_rows(const float *w, const float *x, int n, int cols, float *
   }
 }
 
-static void matvec(const float *w, const float *b, const float *x, int rows, int cols, bool acc, float *y) {
-  for (int r = 0; r < rows; r += ROWS) {
-    int n = rows - r < ROWS ? rows - r : ROWS;
+static void matvec_range(const float *w, const float *b, const float *x, int r0, int r1, int cols,
+                         bool acc, float *y) {
+  for (int r = r0; r < r1; r += ROWS) {
+    int n = r1 - r < ROWS ? r1 - r : ROWS;
     float s[ROWS];
     matvec_rows(w + (size_t)r * cols, x, n, cols, s);
     for (int i = 0; i < n; i++) y[r + i] = (b ? b[r + i] : 0) + (acc ? y[r + i] : 0) + s[i];
   }
+}
+
+/* One matrix-vector product cut into row blocks for a pool's threads. The
+ * blocks are whole multiples of ROWS, so each row is summed exactly as on one
+ * thread. */
+typedef struct {
+  const float *w, *b, *x;
+  float *y;
+  int rows, cols, per;
+  bool acc;
+} matvec_job;
+
+static void matvec_task(void *ctx, int i) {
+  const matvec_job *j = ctx;
+  int r0 = i * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+  if (r0 < r1) matvec_range(j->w, j->b, j->x, r0, r1, j->cols, j->acc, j->y);
+}
+
+/* y = W·x (+ b, + y) with pool's threads (NULL: the caller's alone). */
+static void matvec(pool *mv_pool, const float *w, const float *b, const float *x, int rows, int cols,
+                   bool acc, float *y) {
+  if (!mv_pool || (size_t)rows * cols < THREAD_MIN_WEIGHTS) {
+    matvec_range(w, b, x, 0, rows, cols, acc, y);
+    return;
+  }
+  int tasks = pool_threads(mv_pool);
+  int per = (rows + tasks - 1) / tasks;
+  per = (per + ROWS - 1) / ROWS * ROWS;
+  matvec_job j = {w, b, x, y, rows, cols, per, acc};
+  pool_run(mv_pool, tasks, matvec_task, &j);
 }
 #endif
 
@@ -58,6 +95,7 @@ typedef struct {
   float *p;             /* Wpred·out + bpred */
   float *gates, *x;     /* scratch */
   float *z, *logits;    /* joint scratch */
+  pool *threads;        /* for the large products; NULL: the caller's thread */
 } pred_state;
 
 /* Runs the LSTM on `token` from the committed state into h2/c2, and the
@@ -68,8 +106,8 @@ static void predict(const transducer *m, pred_state *s, int token) {
   for (int l = 0; l < m->layers; l++) {
     const float *h = s->h + (size_t)l * H, *c = s->c + (size_t)l * H;
     float *h2 = s->h2 + (size_t)l * H, *c2 = s->c2 + (size_t)l * H;
-    matvec(m->wx[l], m->b[l], s->x, 4 * H, H, false, s->gates);
-    matvec(m->wh[l], NULL, h, 4 * H, H, true, s->gates);
+    matvec(s->threads, m->wx[l], m->b[l], s->x, 4 * H, H, false, s->gates);
+    matvec(s->threads, m->wh[l], NULL, h, 4 * H, H, true, s->gates);
     for (int j = 0; j < H; j++) {
       float i = sigmoid(s->gates[j]), f = sigmoid(s->gates[H + j]);
       float g = tanhf(s->gates[2 * H + j]), o = sigmoid(s->gates[3 * H + j]);
@@ -79,7 +117,7 @@ static void predict(const transducer *m, pred_state *s, int token) {
     memcpy(s->x, h2, (size_t)H * sizeof *s->x);
   }
   memcpy(s->out, s->x, (size_t)H * sizeof *s->out);
-  matvec(m->pred_w, m->pred_b, s->out, m->joint, H, false, s->p);
+  matvec(s->threads, m->pred_w, m->pred_b, s->out, m->joint, H, false, s->p);
 }
 
 static void joint(const transducer *m, pred_state *s, const float *e) {
@@ -87,7 +125,7 @@ static void joint(const transducer *m, pred_state *s, const float *e) {
     float v = e[j] + s->p[j];
     s->z[j] = m->act == JOINT_RELU ? fmaxf(v, 0.0f) : m->act == JOINT_SIGMOID ? sigmoid(v) : tanhf(v);
   }
-  matvec(m->out_w, m->out_b, s->z, m->vocab + m->n_durations, m->joint, false, s->logits);
+  matvec(s->threads, m->out_w, m->out_b, s->z, m->vocab + m->n_durations, m->joint, false, s->logits);
 }
 
 /* 1 − H(softmax(x)) / ln(n): transcribe.cpp's token confidence. */
@@ -121,6 +159,16 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
   s.p = at, at += (size_t)m->joint;
   s.z = at, at += (size_t)m->joint;
   s.logits = at;
+  s.threads = NULL;
+  int workers = m->threads == 1 ? 0 : m->threads > 1 ? m->threads - 1 : pool_default_workers();
+  /* Threads only pay when the joint's output matrix is large (real models). */
+  if (workers > 0 && (size_t)(m->vocab + m->n_durations) * m->joint >= THREAD_MIN_WEIGHTS) {
+    int st = pool_new(workers, &s.threads);
+    if (st) {
+      free(mem);
+      return st;
+    }
+  }
 
   bool tdt = m->durations != NULL;
   int blank = m->vocab - 1, cap = m->max_symbols;
@@ -152,6 +200,7 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
       symbols = 0;
     }
   }
+  pool_free(s.threads);
   free(mem);
   return st;
 }

@@ -26,6 +26,8 @@ typedef struct {
   const float *b[TRANSDUCER_MAX_LAYERS];  /* [4·hidden]: bias_ih + bias_hh */
   const float *pred_w, *pred_b; /* [joint][hidden], [joint] */
   const float *out_w, *out_b;   /* [vocab + n_durations][joint], [vocab + n_durations] */
+  int threads; /* CPU threads for the large matrix-vector products: 0 = one per
+                  online CPU (at most 16), 1 = the caller only; same result either way */
 } transducer;
 
 /* Greedy decoding over `t` frames of enc [t][stride] (the joint's encoder

@@ -1,0 +1,26 @@
+/* A few worker threads that run one batch of tasks at a time with the
+ * caller: for CPU work split into independent pieces (a matrix's rows), where
+ * starting threads for every batch would cost more than the batch. Task i
+ * always runs on thread i mod (workers + 1), the caller being thread 0. */
+#ifndef STENO_BASE_POOL_H
+#define STENO_BASE_POOL_H
+
+typedef struct pool pool;
+typedef void (*pool_fn)(void *ctx, int task);
+
+/* The online CPUs less one (the caller), at most 15; 0 on a single CPU. */
+int pool_default_workers(void);
+
+/* Starts `workers` threads (0: none; all tasks run on the caller). A thread
+ * that cannot start leaves fewer workers, not an error. */
+int pool_new(int workers, pool **out);
+
+/* Runs fn(ctx, i) for i in [0, tasks) and returns when all have run. */
+void pool_run(pool *p, int tasks, pool_fn fn, void *ctx);
+
+/* Threads working with the caller: workers + 1. */
+int pool_threads(const pool *p);
+
+void pool_free(pool *p);
+
+#endif

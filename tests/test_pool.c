@@ -1,0 +1,91 @@
+/* The worker pool (src/base/pool.c), and the transducer decoder on several
+ * threads giving exactly what it gives on one. */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "base/pool.h"
+#include "check.h"
+#include "decode/transducer.h"
+#include "steno.h"
+
+typedef struct {
+  int *runs; /* per task: how often it ran */
+  int batch;
+} counter;
+
+static void count(void *ctx, int task) { ((counter *)ctx)->runs[task] += 1; }
+
+/* Every task of every batch runs exactly once, with `workers` threads. */
+static void batches(int workers) {
+  pool *p;
+  CHECK_OK(pool_new(workers, &p));
+  CHECK(pool_threads(p) == workers + 1, "%d workers: %d threads", workers, pool_threads(p));
+  enum { TASKS = 37, BATCHES = 500 };
+  int runs[TASKS] = {0};
+  counter c = {runs, 0};
+  for (int b = 0; b < BATCHES; b++) pool_run(p, 1 + b % TASKS, count, &c);
+  int bad = 0;
+  for (int i = 0; i < TASKS; i++) {
+    int want = 0; /* batches with more than i tasks */
+    for (int b = 0; b < BATCHES; b++) want += 1 + b % TASKS > i;
+    bad += runs[i] != want;
+  }
+  CHECK(bad == 0, "%d workers: %d tasks ran a wrong number of times", workers, bad);
+  pool_free(p);
+}
+
+static float *random_weights(size_t n, float scale, uint32_t seed) {
+  float *v = malloc(n * sizeof *v);
+  check_random(v, n, seed);
+  for (size_t i = 0; i < n; i++) v[i] *= scale;
+  return v;
+}
+
+/* A TDT decoder large enough to take threads (joint output 305 × 640): the
+ * tokens, frames, durations and confidences on 1 and on 3 threads agree bit
+ * for bit. */
+static void decoder_threads(void) {
+  enum { H = 320, J = 640, V = 300, D = 5, T = 30 };
+  static const int durations[D] = {0, 1, 2, 3, 4};
+  transducer m = {.vocab = V, .hidden = H, .layers = 2, .joint = J, .act = JOINT_RELU,
+                  .durations = durations, .n_durations = D, .max_symbols = 10};
+  float *owned[9];
+  int k = 0;
+  m.embed = owned[k++] = random_weights((size_t)V * H, 1, 1);
+  for (int l = 0; l < 2; l++) {
+    m.wx[l] = owned[k++] = random_weights((size_t)4 * H * H, 0.05f, 2 + l);
+    m.wh[l] = owned[k++] = random_weights((size_t)4 * H * H, 0.05f, 4 + l);
+  }
+  m.b[0] = m.b[1] = owned[k++] = random_weights((size_t)4 * H, 0.05f, 6);
+  m.pred_w = owned[k++] = random_weights((size_t)J * H, 0.05f, 7);
+  m.out_w = owned[k++] = random_weights((size_t)(V + D) * J, 0.05f, 8);
+  float *enc = owned[k++] = random_weights((size_t)T * J, 1, 9);
+  float *zeros = calloc(V + D > J ? V + D : J, sizeof *zeros);
+  m.pred_b = m.out_b = zeros;
+  dec_tokens one = {0}, three = {0};
+  m.threads = 1;
+  CHECK_OK(transducer_greedy(&m, enc, T, J, &one));
+  m.threads = 3;
+  CHECK_OK(transducer_greedy(&m, enc, T, J, &three));
+  bool same = one.n == three.n && one.n > 0;
+  for (size_t i = 0; same && i < one.n; i++)
+    same = one.v[i].id == three.v[i].id && one.v[i].frame == three.v[i].frame &&
+           one.v[i].frames == three.v[i].frames && one.v[i].p == three.v[i].p;
+  CHECK(same, "1 thread: %zu tokens, 3 threads: %zu, not the same", one.n, three.n);
+  m.threads = 17; /* 16 workers: more than a pool takes */
+  dec_tokens none = {0};
+  CHECK(transducer_greedy(&m, enc, T, J, &none) == STENO_ERR_INVALID, "17 threads refused");
+  dec_free(&one), dec_free(&three), dec_free(&none);
+  free(zeros);
+  for (int i = 0; i < k; i++) free(owned[i]);
+}
+
+int main(void) {
+  for (int w = 0; w <= 3; w++) batches(w);
+  pool *p;
+  CHECK(pool_new(-1, &p) == STENO_ERR_INVALID && !p, "-1 workers refused");
+  CHECK(pool_new(16, &p) == STENO_ERR_INVALID && !p, "16 workers refused");
+  pool_free(NULL);
+  decoder_threads();
+  return check_done();
+}
