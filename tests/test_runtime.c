@@ -1,7 +1,9 @@
 /* The runtime: device selection errors, buffers, transfers, the recorder's
  * barriers, split submissions, completion marks and descriptor-set reuse. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/internal.h"
 #include "gpu_test.h"
@@ -129,8 +131,70 @@ static void validation(void) {
   gpu_close(d);
 }
 
+/* Opens a device with STENO_CACHE_DIR=dir, makes one kernel, closes it;
+ * returns the bytes its pipeline cache loaded at open. */
+static size_t cache_round(const char *dir) {
+  setenv("STENO_CACHE_DIR", dir, 1);
+  gpu_device *d = NULL;
+  CHECK_OK(gpu_open(&d));
+  unsetenv("STENO_CACHE_DIR");
+  if (!d) return 0;
+  size_t loaded = d->pcache_loaded;
+  gpu_kernel *k;
+  CHECK_OK(gpu_kernel_get(d, "gemm_reduce", NULL, 0, &k));
+  gpu_close(d);
+  return loaded;
+}
+
+/* The cache file's path under dir (the only pipelines-*.bin there), or "". */
+static void cache_file(const char *dir, char *path, size_t cap) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "ls %s/pipelines-*.bin 2>/dev/null", dir);
+  FILE *ls = popen(cmd, "r");
+  path[0] = 0;
+  if (ls && fgets(path, (int)cap, ls)) path[strcspn(path, "\n")] = 0;
+  if (ls) pclose(ls);
+}
+
+/* The pipeline cache on disk: written at close into a folder it makes, read
+ * back at the next open; a foreign or truncated file is passed over;
+ * STENO_PIPELINE_CACHE=0 writes nothing. */
+static void pipeline_cache(void) {
+  char dir[] = "/tmp/steno_pcache_XXXXXX", sub[64], path[512];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  cache_round(sub);
+  cache_file(sub, path, sizeof path);
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(test_device()->pd, &props);
+  FILE *f = path[0] ? fopen(path, "rb") : NULL;
+  uint32_t head[4] = {0};
+  CHECK(f && fread(head, 4, 4, f) == 4 && head[0] >= 32 && head[1] == 1 &&
+            head[2] == props.vendorID && head[3] == props.deviceID,
+        "a cache file with the device's header in %s: '%s'", sub, path);
+  if (f) fclose(f);
+  CHECK(cache_round(sub) >= 32, "the second open reads the cache back");
+  /* Foreign bytes (another vendor's header), then a truncated file: not used, no error. */
+  f = fopen(path, "r+b");
+  uint32_t other = head[2] + 1;
+  if (f) fseek(f, 8, SEEK_SET), fwrite(&other, 4, 1, f), fclose(f);
+  CHECK(cache_round(sub) == 0, "a foreign cache file is passed over");
+  if (truncate(path, 10) == 0) CHECK(cache_round(sub) == 0, "a truncated cache file is passed over");
+  char off[64];
+  snprintf(off, sizeof off, "%s/off", dir);
+  setenv("STENO_PIPELINE_CACHE", "0", 1);
+  cache_round(off);
+  unsetenv("STENO_PIPELINE_CACHE");
+  cache_file(off, path, sizeof path);
+  CHECK(!path[0], "STENO_PIPELINE_CACHE=0 wrote %s", path);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  CHECK(system(rm) == 0, "rm");
+}
+
 int main(void) {
   test_device();
+  pipeline_cache();
   chain(false);
   chain(true);
   transfers(test_device());

@@ -56,6 +56,10 @@ struct gpu_device {
   bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
   bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
   gpu_buffer *scratch;          /* split-k GEMM partial sums (gpu_device_scratch) */
+  VkPipelineCache pcache;       /* pcache.c: loaded from disk at open, saved at close */
+  char pcache_path[1024];       /* its file ("": none) */
+  size_t pcache_loaded;         /* bytes read from it */
+  bool pcache_made;             /* pipelines were made since */
   pthread_mutex_t scratch_lock;
 };
 
@@ -67,6 +71,11 @@ void gpu_probe_fast(gpu_device *dev);
  * later call must ask for the same size), or NULL with the error set. Work on
  * one queue with full barriers between dispatches can share it. */
 gpu_buffer *gpu_device_scratch(gpu_device *dev, size_t bytes);
+
+/* The pipeline cache on disk (pcache.c): opened before the first pipeline,
+ * written back at close if pipelines were made. */
+void gpu_pcache_open(gpu_device *dev);
+void gpu_pcache_close(gpu_device *dev);
 
 /* The fast GEMM variant a device uses without timing (m ≥ GEMM_BIG_M: big). */
 gpu_gemm_variant gpu_gemm_default(const gpu_device *dev, bool big);

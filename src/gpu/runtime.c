@@ -231,7 +231,8 @@ static int kernel_make(gpu_device *d, const char *name, const uint32_t *spec, in
                 .pSpecializationInfo = nspec ? &si : NULL},
       .layout = d->layout,
   };
-  r = vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &k->pipeline);
+  r = vkCreateComputePipelines(d->dev, d->pcache, 1, &ci, NULL, &k->pipeline);
+  d->pcache_made = true;
   if (r != VK_SUCCESS) {
     vkDestroyShaderModule(d->dev, k->module, NULL);
     free(k);
@@ -390,6 +391,7 @@ static int device_create(gpu_device *d) {
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
+  gpu_pcache_open(d);
   if (!(fast && !strcmp(fast, "0"))) gpu_probe_fast(d);
   /* STENO_FAST=0: portable kernels only; =all: every fast kernel that passed
    * its probe, faster or not (to test them on a GPU); else the faster of each pair. */
@@ -459,6 +461,7 @@ void gpu_close(gpu_device *d) {
   if (!d) return;
   if (d->dev) {
     vkDeviceWaitIdle(d->dev);
+    gpu_pcache_close(d);
     for (int i = 0; i < d->nkernels; i++) {
       vkDestroyPipeline(d->dev, d->kernels[i]->pipeline, NULL);
       vkDestroyShaderModule(d->dev, d->kernels[i]->module, NULL);
