@@ -106,5 +106,20 @@ expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_t
 "$steno" run "$m" >/dev/null 2>&1
 if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi
 
+# STENO_PROFILE=1 (src/gpu/profile.c): the same text, and on stderr a table of
+# kernels whose per-call times add up to the total it states.
+"$steno" run "$m" "$tmp/clip.wav" >"$tmp/plain" 2>/dev/null
+STENO_PROFILE=1 "$steno" run "$m" "$tmp/clip.wav" >"$tmp/prof" 2>"$tmp/err"
+if [ $? -eq 0 ] && cmp -s "$tmp/plain" "$tmp/prof" && python3 - "$tmp/err" <<'PY'; then ok; else bad "STENO_PROFILE: $(head -5 "$tmp/err")"; fi
+import re, sys
+text = open(sys.argv[1]).read()
+head = re.search(r"steno profile \(parakeet\): 1 calls, ([\d.]+) ms of kernels per call", text)
+rows = re.findall(r"^ +([\d.]+) +[\d.]+ +[\d.]+ +[\d.]+  (\w+) \d+x\d+x\d+$", text, re.M)
+total = float(head.group(1)) if head else 0
+ok = head and total > 0 and any(k == "gemm" for _, k in rows) and \
+    abs(sum(float(ms) for ms, _ in rows) - total) <= 0.01 * total + 0.002 * len(rows)
+sys.exit(0 if ok else 1)
+PY
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -135,6 +135,10 @@ void gpu_dispatch(gpu_rec *rec, gpu_kernel *k, gpu_buffer *const *bufs, int n, c
 int gpu_rec_flush(gpu_rec *rec);
 void gpu_rec_split(gpu_rec *rec, bool on);
 
+/* With STENO_PROFILE=1: time every kernel this recorder runs, and print the
+ * totals under `title` to stderr when it is freed (profile.c). */
+void gpu_rec_profile(gpu_rec *rec, const char *title);
+
 /* Submits what is recorded, waits, and checks every submission's completion
  * mark: a driver that dropped work makes this an error, never a stale result. */
 int gpu_rec_run(gpu_rec *rec);

@@ -83,6 +83,17 @@ gpu_gemm_variant gpu_gemm_default(const gpu_device *dev, bool big);
 /* Workgroups for a fast row kernel (64 invocations, one subgroup per row). */
 uint32_t gpu_subgroup_row_groups(const gpu_device *dev, uint32_t rows);
 
+/* The kernel profiler (profile.c, STENO_PROFILE=1): timestamps after each
+ * dispatch, summed per kernel and grid, printed to stderr when freed. */
+typedef struct gpu_prof gpu_prof;
+bool gpu_prof_wanted(void);
+gpu_prof *gpu_prof_new(gpu_device *dev, const char *title); /* NULL: none */
+void gpu_prof_begin(gpu_prof *g, VkCommandBuffer cb);
+void gpu_prof_mark(gpu_prof *g, VkCommandBuffer cb, const gpu_kernel *k, uint32_t gx,
+                   uint32_t gy, uint32_t gz);
+void gpu_prof_collect(gpu_prof *g);
+void gpu_prof_free(gpu_prof *g);
+
 int gpu_vk_error(VkResult r, const char *what);
 int gpu_instance(VkInstance *out);
 bool gpu_validating(void); /* STENO_VALIDATE is set */

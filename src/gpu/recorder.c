@@ -37,6 +37,7 @@ struct gpu_rec {
   VkDescriptorPool *pools;
   int npools;
   int dispatches;
+  gpu_prof *prof; /* gpu_rec_profile */
 };
 
 int gpu_rec_new(gpu_device *d, gpu_rec **out) {
@@ -71,7 +72,12 @@ void gpu_rec_free(gpu_rec *r) {
   free(r->pools);
   free(r->sets);
   gpu_buffer_free(r->marks);
+  gpu_prof_free(r->prof);
   free(r);
+}
+
+void gpu_rec_profile(gpu_rec *r, const char *title) {
+  if (!r->prof && gpu_prof_wanted()) r->prof = gpu_prof_new(r->d, title);
 }
 
 void gpu_rec_split(gpu_rec *r, bool on) { r->split = on; }
@@ -121,6 +127,8 @@ static int cb_begin(gpu_rec *r) {
                         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        0, 1, &mb, 0, NULL, 0, NULL);
+  if (r->sub == 0) gpu_prof_begin(r->prof, cb);
+  gpu_prof_mark(r->prof, cb, NULL, 0, 0, 0);
   r->open = true;
   return 0;
 }
@@ -226,6 +234,7 @@ void gpu_dispatch(gpu_rec *r, gpu_kernel *k, gpu_buffer *const *bufs, int n, con
     return;
   }
   record(r, k, set, push, push_bytes, gx, gy, gz);
+  gpu_prof_mark(r->prof, r->cb[r->sub], k, gx, gy, gz);
   r->dispatches++;
 }
 
@@ -277,6 +286,7 @@ int gpu_rec_run(gpu_rec *r) {
   VkResult vr = vkWaitForFences(r->d->dev, (uint32_t)n, r->fence, VK_TRUE, UINT64_MAX);
   if (vr != VK_SUCCESS) return r->status = gpu_vk_error(vr, "waiting for the GPU");
   if ((r->status = gpu_check_valid(r->d))) return r->status;
+  gpu_prof_collect(r->prof);
   const uint32_t *marks = r->marks->map;
   for (int i = 0; i < n; i++)
     if (marks[i] != r->call)

@@ -268,6 +268,7 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   if (!st) st = head(m, f);
   if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
   if (!st) st = gpu_rec_new(dev, &m->rec);
+  if (!st) gpu_rec_profile(m->rec, "parakeet");
   if (st) {
     parakeet_free(m);
     return st;

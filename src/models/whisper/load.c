@@ -399,6 +399,7 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   if (!st) st = positions(m, f);
   if (!st) st = arena(m);
   if (!st) st = gpu_rec_new(dev, &m->rec);
+  if (!st) gpu_rec_profile(m->rec, "whisper");
   if (st) {
     whisper_free(m);
     return st;
