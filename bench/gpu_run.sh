@@ -5,7 +5,12 @@
 # probes, the test programs, the kernel benchmarks, then Parakeet 0.6B and
 # Whisper turbo shapes against transformers. Each step has a time limit, so a
 # slow one cannot take the others with it; every output lands in OUT_DIR.
-#   bash bench/gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav
+#   [STEPS="checks models"] [PEER=transcribe-bench] [LONG_RUNS=0] \
+#     bash bench/gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav
+# checks: devices, tests, kernel benchmarks. models: Parakeet against
+# transformers (and transcribe.cpp where PEER names its transcribe-bench, on the
+# same GGUF and clip), a kernel profile of steno's Parakeet encoder
+# (STENO_PROFILE=1), then Whisper against transformers.
 set -u
 build=${1:?usage: gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav} out=${2:?} clip=${3:?}
 cd "$(dirname "$0")/.."
@@ -17,11 +22,22 @@ step() { # step SECONDS FILE COMMAND...: runs it, says how it went
   timeout "$limit" "$@" >>"$out/$file" 2>&1
   echo "$(date +%T) exit $? after $((SECONDS - t0)) s: $*" | tee -a "$out/steps.txt"
 }
+steps=${STEPS:-checks models}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv >"$out/devices.txt" 2>&1
-step 40 devices.txt env STENO_LOG=info "$build/steno" devices
-step 150 tests.txt bash tests/run_prebuilt.sh "$build" "$out/tests.log"
-step 50 kernels.txt "$build/gemm_speed" 5
-step 20 kernels.txt "$build/row_kernels" 138 20
-
-step 110 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" --runs 5 --long-runs 0
-step 110 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5
+if [[ $steps == *checks* ]]; then
+  step 40 devices.txt env STENO_LOG=info "$build/steno" devices
+  step 150 tests.txt bash tests/run_prebuilt.sh "$build" "$out/tests.log"
+  step 50 kernels.txt "$build/gemm_speed" 5
+  step 20 kernels.txt "$build/row_kernels" 138 20
+fi
+if [[ $steps == *models* ]]; then
+  step 150 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" \
+    --runs 5 --long-runs "${LONG_RUNS:-0}"
+  model=/tmp/parakeet_real/parakeet_tdt_0.6b_random-F16.gguf
+  step 60 profile.txt env STENO_PROFILE=1 "$build/steno" bench "$model" "$clip" -n 3
+  if [ -n "${PEER:-}" ]; then
+    step 120 peer.jsonl python3 bench/peer_transcribe_cpp.py --binary "$PEER" --model "$model" \
+      --clip "$clip" --runs 5
+  fi
+  step 110 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5
+fi

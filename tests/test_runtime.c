@@ -192,8 +192,29 @@ static void pipeline_cache(void) {
   CHECK(system(rm) == 0, "rm");
 }
 
+/* Timing the fast kernels against their portable twins (STENO_FAST=timed,
+ * as on every GPU) changes which are used, never which passed their probes;
+ * a kernel is used exactly where it passed and was timed faster. */
+static void fast_timing(void) {
+  bool passed[GPU_FAST_KINDS];
+  for (int k = 0; k < GPU_FAST_KINDS; k++) passed[k] = gpu_fast_passed(test_device(), (gpu_fast_kernel)k);
+  setenv("STENO_FAST", "timed", 1);
+  gpu_device *d = NULL;
+  CHECK_OK(gpu_open(&d));
+  unsetenv("STENO_FAST");
+  for (int k = 0; d && k < GPU_FAST_KINDS; k++) {
+    gpu_fast_kernel fk = (gpu_fast_kernel)k;
+    CHECK(gpu_fast_passed(d, fk) == passed[k], "%s: probe %s untimed, %s timed", gpu_fast_name(fk),
+          passed[k] ? "passed" : "failed", gpu_fast_passed(d, fk) ? "passed" : "failed");
+    CHECK(gpu_fast_used(d, fk) == (passed[k] && gpu_fast_chosen(d, fk)), "%s: used %d, chosen %d",
+          gpu_fast_name(fk), gpu_fast_used(d, fk), gpu_fast_chosen(d, fk));
+  }
+  gpu_close(d);
+}
+
 int main(void) {
   test_device();
+  fast_timing();
   pipeline_cache();
   chain(false);
   chain(true);

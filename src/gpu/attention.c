@@ -1,6 +1,7 @@
 #include "gpu/attention.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "gpu/internal.h"
@@ -14,23 +15,31 @@ static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
 
 size_t gpu_attention_scratch(uint32_t t, uint32_t heads) { return (size_t)heads * t * t; }
 
-/* flash.comp's HD for a head size (0: too wide, the portable path), keys per block. */
-#define FLASH_BK 16u
-static uint32_t flash_hd(const gpu_device *d, uint32_t head_dim) {
-  uint32_t hd = head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 0;
-  size_t shared = 2 * FLASH_BK * hd * sizeof(float) + FLASH_BK * 4;
-  return hd && shared <= gpu_device_info(d)->max_shared_memory ? hd : 0;
+/* flash.comp's HD for a head size: the head size itself where it is a
+ * multiple of 16 up to 128 (0 otherwise: the portable path). Exact, so the
+ * kernel's loops have no bounds checks (they made lavapipe's LLVM take
+ * minutes to compile it: docs/perf.md). */
+static uint32_t flash_hd(uint32_t head_dim) {
+  return head_dim % 16 == 0 && head_dim <= 128 ? head_dim : 0;
+}
+
+/* lavapipe stops an invocation after 65535 loop iterations in all (a silent
+ * wrong result), and flash.comp makes about 2 + hd/8 per key: on a CPU
+ * device longer inputs take the portable path. */
+static bool flash_fits(const gpu_device *d, uint32_t t, uint32_t hd) {
+  return strcmp(gpu_device_info(d)->type, "cpu") != 0 || (uint64_t)t * (3 + hd / 8) < 60000;
 }
 
 /* Plain attention only for now: flash.comp's RELATIVE variant hangs on
  * lavapipe (docs/perf.md), so relative attention keeps the portable path. */
-static bool use_flash(const gpu_device *d, uint32_t head_dim, bool relative) {
-  return !relative && gpu_fast_used(d, GPU_FAST_ATTENTION) && flash_hd(d, head_dim);
+static bool use_flash(const gpu_device *d, uint32_t t, uint32_t head_dim, bool relative) {
+  return !relative && gpu_fast_used(d, GPU_FAST_ATTENTION) && flash_hd(head_dim) &&
+         flash_fits(d, t, head_dim);
 }
 
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
                                 uint32_t head_dim) {
-  return use_flash(d, head_dim, false) ? 1 : gpu_attention_scratch(t, heads);
+  return use_flash(d, t, head_dim, false) ? 1 : gpu_attention_scratch(t, heads);
 }
 
 /* Whether `rows` rows of `cols` floats at s lie inside its buffer, with
@@ -110,7 +119,7 @@ static int check_attn(const gpu_attn *a, bool relative, bool flash) {
 /* scores (with relative positions or not), softmax over the kept keys, values. */
 static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   gpu_device *d = gpu_rec_device(rec);
-  bool flash = use_flash(d, a->head_dim, relative);
+  bool flash = use_flash(d, a->t, a->head_dim, relative);
   int st = check_attn(a, relative, flash);
   if (st) {
     gpu_rec_fail(rec, st);
@@ -120,7 +129,7 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   if (flash) {
-    uint32_t spec[2] = {rel, flash_hd(d, hd)};
+    uint32_t spec[2] = {rel, flash_hd(hd)};
     gpu_kernel *k = gpu_rec_kernel(rec, "flash", spec, 2);
     struct {
       uint32_t t, head_dim;

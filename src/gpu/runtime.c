@@ -394,7 +394,8 @@ static int device_create(gpu_device *d) {
   gpu_pcache_open(d);
   if (!(fast && !strcmp(fast, "0"))) gpu_probe_fast(d);
   /* STENO_FAST=0: portable kernels only; =all: every fast kernel that passed
-   * its probe, faster or not (to test them on a GPU); else the faster of each pair. */
+   * its probe, faster or not (to test them on a GPU); else (=timed too) the
+   * faster of each pair. */
   d->use_fast = !fast ? GPU_FAST_CHOSEN
                 : !strcmp(fast, "0") ? GPU_FAST_OFF
                 : !strcmp(fast, "all") ? GPU_FAST_ALL

@@ -15,13 +15,19 @@
 //
 // One workgroup per (64 queries, head); one query per invocation, its q (and
 // q+v) and its output accumulator in private vec4 arrays of HD/4 (spec
-// constant 1: head_dim rounded up to 64 or 128, zero-padded). Keys go in
-// blocks of 16 through shared memory (k and v: 2·16·HD floats, 16 KiB at HD
-// 128); per block the scores, their max, one rescale of the running sum and
-// accumulator, then the weighted v rows. Loops over dims are unrolled (vec4):
-// besides speed, lavapipe caps an invocation's loop iterations at 65535 in all. The relative term reads its pos rows straight from the
-// buffer (each query needs other rows). All in f32: only the order of the
-// sums differs from the portable path.
+// constant 1: head_dim itself, a multiple of 16 up to 128: the loops need
+// no bounds checks). Keys go in blocks of 16, read straight from the buffers
+// (every invocation of a workgroup reads the same rows: the cache serves
+// them); per block the scores, their max, one rescale of the running sum and
+// accumulator, then the weighted v rows. Written for lavapipe, where it is
+// the fast path (docs/perf.md): llvmpipe runs compute shaders as coroutines,
+// and LLVM's coroutine frame building grew with the cube of the values alive
+// in unrolled code — the fully unrolled HD = 128 kernel took 4 minutes to
+// compile. So no shared memory, no barrier, and loops over dims unrolled
+// only four vec4 deep (0.3 s). lavapipe also caps an invocation's loop
+// iterations at 65535 in all: attention.c keeps long inputs off this kernel
+// there (flash_fits). All in f32: only the order of the sums differs from
+// the portable path.
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint RELATIVE = 0;
@@ -44,74 +50,63 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint BQ = 64, BK = 16, HD4 = HD / 4;
-shared vec4 ks[BK][HD4], vs[BK][HD4];
-shared uint keep[BK]; // 1 = the key counts
 
-// Four values from dim 4c of a row at `at` (zeros past head_dim).
+// A loop over the HD4 vec4 of a row: four per iteration, unrolled inside.
+#define FOR_DIMS(c) \
+  [[dont_unroll]] for (uint c0 = 0; c0 < HD4; c0 += 4) [[unroll]] for (uint c = c0; c < c0 + 4; c++)
+
+// Four values from dim 4c of a row at `at`.
 #define LOAD4(buf, at, c) \
-  vec4(4 * (c) + 0 < p.head_dim ? buf[(at) + 4 * (c) + 0] : 0.0, \
-       4 * (c) + 1 < p.head_dim ? buf[(at) + 4 * (c) + 1] : 0.0, \
-       4 * (c) + 2 < p.head_dim ? buf[(at) + 4 * (c) + 2] : 0.0, \
-       4 * (c) + 3 < p.head_dim ? buf[(at) + 4 * (c) + 3] : 0.0)
+  vec4(buf[(at) + 4 * (c) + 0], buf[(at) + 4 * (c) + 1], buf[(at) + 4 * (c) + 2], \
+       buf[(at) + 4 * (c) + 3])
 
 void main() {
   uint l = gl_LocalInvocationID.x, h = gl_WorkGroupID.y, i = gl_WorkGroupID.x * BQ + l;
+  if (i >= p.t) return;
   uint col = h * p.head_dim;
-  bool live = i < p.t;
   vec4 qr[HD4], qvr[HD4], acc[HD4];
   uint qa = p.q_off + i * p.q_stride + col, qva = p.qv_off + i * p.qv_stride + col;
-  [[unroll]] for (uint c = 0; c < HD4; c++) {
-    qr[c] = live ? LOAD4(q, qa, c) : vec4(0.0);
-    if (RELATIVE != 0) qvr[c] = live ? LOAD4(qv, qva, c) : vec4(0.0);
+  FOR_DIMS(c) {
+    qr[c] = LOAD4(q, qa, c);
+    if (RELATIVE != 0) qvr[c] = LOAD4(qv, qva, c);
     acc[c] = vec4(0.0);
   }
   float m = -3.0e38, sum = 0.0;
   for (uint j0 = 0; j0 < p.t; j0 += BK) {
-    // BK rows of HD4 vec4 of k and v: BK·HD4 / 64 per invocation.
-    [[unroll]] for (uint n = 0; n < BK * HD4 / BQ; n++) {
-      uint e = n * BQ + l, r = e / HD4, c = e % HD4, j = j0 + r;
-      bool ok = j < p.t;
-      ks[r][c] = ok ? LOAD4(k, p.k_off + j * p.k_stride + col, c) : vec4(0.0);
-      vs[r][c] = ok ? LOAD4(v, p.v_off + j * p.v_stride + col, c) : vec4(0.0);
-    }
-    if (l < BK) keep[l] = j0 + l < p.t && (p.masked == 0 || mask[j0 + l] != 0) ? 1 : 0;
-    barrier();
-    if (live) {
-      float s[BK];
-      float bm = -3.0e38;
-      bool any = false;
-      for (uint r = 0; r < BK; r++) {
-        s[r] = -3.0e38;
-        if (keep[r] == 0) continue;
-        float a = 0.0;
-        [[unroll]] for (uint c = 0; c < HD4; c++) a += dot(qr[c], ks[r][c]);
-        if (RELATIVE != 0) {
-          uint at = p.pos_off + (j0 + r + p.t - 1 - i) * p.pos_stride + col;
-          [[unroll]] for (uint c = 0; c < HD4; c++) a += dot(qvr[c], LOAD4(pos, at, c));
-        }
-        s[r] = p.scale * a;
-        bm = max(bm, s[r]);
-        any = true;
+    float s[BK];
+    float bm = -3.0e38;
+    bool any = false;
+    for (uint r = 0; r < BK; r++) {
+      uint j = j0 + r;
+      s[r] = -3.0e38;
+      if (j >= p.t || (p.masked != 0 && mask[j] == 0)) continue;
+      float a = 0.0;
+      uint ka = p.k_off + j * p.k_stride + col;
+      FOR_DIMS(c) a += dot(qr[c], LOAD4(k, ka, c));
+      if (RELATIVE != 0) {
+        uint at = p.pos_off + (j + p.t - 1 - i) * p.pos_stride + col;
+        FOR_DIMS(c) a += dot(qvr[c], LOAD4(pos, at, c));
       }
-      if (any) {
-        float mn = max(m, bm), corr = exp(m - mn);
-        sum *= corr;
-        [[unroll]] for (uint c = 0; c < HD4; c++) acc[c] *= corr;
-        for (uint r = 0; r < BK; r++) {
-          if (keep[r] == 0) continue;
-          float w = exp(s[r] - mn);
-          sum += w;
-          [[unroll]] for (uint c = 0; c < HD4; c++) acc[c] += w * vs[r][c];
-        }
-        m = mn;
-      }
+      s[r] = p.scale * a;
+      bm = max(bm, s[r]);
+      any = true;
     }
-    barrier();
+    if (!any) continue;
+    float mn = max(m, bm), corr = exp(m - mn);
+    sum *= corr;
+    FOR_DIMS(c) acc[c] *= corr;
+    for (uint r = 0; r < BK; r++) {
+      if (s[r] == -3.0e38) continue;
+      float w = exp(s[r] - mn);
+      sum += w;
+      uint va = p.v_off + (j0 + r) * p.v_stride + col;
+      FOR_DIMS(c) acc[c] += w * LOAD4(v, va, c);
+    }
+    m = mn;
   }
-  if (!live) return;
   float inv = sum > 0.0 ? 1.0 / sum : 0.0;
   uint oa = p.o_off + i * p.o_stride + col;
-  [[unroll]] for (uint c = 0; c < HD4; c++)
-    for (uint e = 0; e < 4; e++)
-      if (4 * c + e < p.head_dim) o[oa + 4 * c + e] = acc[c][e] * inv;
+  FOR_DIMS(c) {
+    [[unroll]] for (uint e = 0; e < 4; e++) o[oa + 4 * c + e] = acc[c][e] * inv;
+  }
 }
