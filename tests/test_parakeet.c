@@ -86,26 +86,40 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
     free(h);
   }
 
-  /* Tokens: ids, frames and durations exactly. */
-  dec_tokens toks = {0};
+  /* Tokens: ids, frames and durations exactly, from the CPU search and (for
+   * transducers) the GPU one; their confidences agree to 1e-4. */
+  dec_tokens toks = {0}, gtoks = {0};
   if (head) CHECK_OK(parakeet_decode(m, head, t, &toks));
+  if (head && !ctc) {
+    CHECK(m->gdec, "%s: no GPU transducer decoder", model);
+    if (m->gdec) CHECK_OK(parakeet_decode_gpu(m, t, &gtoks));
+    double worst = 0;
+    for (size_t i = 0; i < toks.n && i < gtoks.n; i++) {
+      double dp = fabs((double)toks.v[i].p - gtoks.v[i].p);
+      if (dp > worst) worst = dp;
+    }
+    CHECK(worst <= 1e-4, "%s %s: GPU confidences off by %.2e", model, name, worst);
+    printf("%s %s: GPU search %zu tokens, confidences max |Δ| %.2e\n", model, name, gtoks.n, worst);
+  }
   const gguf_kv *ids = ref_key(ref, name, "tokens"), *at = ref_key(ref, name, "token_frames"),
                 *dur = ref_key(ref, name, "token_durations");
-  if (ids && at && dur) {
-    bool same = toks.n == ids->n;
-    for (size_t i = 0; same && i < toks.n; i++)
-      same = toks.v[i].id == ids->v.i32[i] && toks.v[i].frame == at->v.i32[i] &&
-             toks.v[i].frames == dur->v.i32[i];
-    CHECK(same, "%s %s: %zu tokens, reference %zu (or ids/frames/durations differ)", model, name,
-          toks.n, ids->n);
+  for (int gpu = 0; ids && at && dur && gpu <= !ctc; gpu++) {
+    const dec_tokens *tk = gpu ? &gtoks : &toks;
+    bool same = tk->n == ids->n;
+    for (size_t i = 0; same && i < tk->n; i++)
+      same = tk->v[i].id == ids->v.i32[i] && tk->v[i].frame == at->v.i32[i] &&
+             tk->v[i].frames == dur->v.i32[i];
+    CHECK(same, "%s %s (%s search): %zu tokens, reference %zu (or ids/frames/durations differ)",
+          model, name, gpu ? "GPU" : "CPU", tk->n, ids->n);
     if (!same)
-      for (size_t i = 0; i < toks.n || i < ids->n; i++)
-        fprintf(stderr, "  [%zu] got %d@%d+%d  want %d@%d+%d\n", i, i < toks.n ? toks.v[i].id : -1,
-                i < toks.n ? toks.v[i].frame : -1, i < toks.n ? toks.v[i].frames : -1,
+      for (size_t i = 0; i < tk->n || i < ids->n; i++)
+        fprintf(stderr, "  [%zu] got %d@%d+%d  want %d@%d+%d\n", i, i < tk->n ? tk->v[i].id : -1,
+                i < tk->n ? tk->v[i].frame : -1, i < tk->n ? tk->v[i].frames : -1,
                 i < ids->n ? ids->v.i32[i] : -1, i < at->n ? at->v.i32[i] : -1,
                 i < dur->n ? dur->v.i32[i] : -1);
   }
   dec_free(&toks);
+  dec_free(&gtoks);
 
   /* End to end from the samples, as the API runs it. */
   steno_result *r = NULL;

@@ -269,6 +269,7 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
   if (!st) st = gpu_rec_new(dev, &m->rec);
   if (!st) gpu_rec_profile(m->rec, "parakeet");
+  if (!st && m->c.head != HEAD_CTC) st = gpu_transducer_new(dev, &m->dec, &m->gdec);
   if (st) {
     parakeet_free(m);
     return st;
@@ -288,6 +289,7 @@ void parakeet_free(parakeet *m) {
   if (!m) return;
   arena_free(&m->arena);
   gpu_rec_free(m->rec);
+  gpu_transducer_free(m->gdec);
   for (uint32_t i = 0; m->blocks && i < m->c.layers; i++) conformer_free(&m->blocks[i]);
   free(m->blocks);
   parakeet_subsampling *s = &m->sub;

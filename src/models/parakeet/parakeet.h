@@ -8,6 +8,7 @@
 
 #include "decode/transducer.h"
 #include "frontend/mel.h"
+#include "gpu/transducer.h"
 #include "nn/conformer.h"
 #include "text/result.h"
 #include "text/vocab.h"
@@ -44,6 +45,7 @@ typedef struct {
   conformer_block *blocks;
   gpu_linear head;       /* CTC logits, or the joint's encoder projection */
   transducer dec;        /* predictor and joint (host, f32) */
+  gpu_transducer *gdec;  /* the same on the GPU (NULL: CTC, or too wide for its kernels) */
   float *dec_weights[4 + 3 * TRANSDUCER_MAX_LAYERS];
   int durations[16];
   text_vocab vocab;
@@ -63,13 +65,18 @@ int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size
 uint32_t parakeet_encoder_frames(uint32_t valid);
 
 /* Runs the encoder and the head on `valid` mel frames. enc (if not NULL) gets
- * the encoder output [t][d], head the head's output [t][head width] (both
- * malloc'd); *t the encoder frames. */
+ * the encoder output [t][d], head (if not NULL) the head's output [t][head
+ * width] (both malloc'd; the head's stays on the GPU too, for
+ * parakeet_decode_gpu); *t the encoder frames. */
 int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t);
 
 /* Greedy decoding of the head's output. */
 int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out);
+
+/* Greedy transducer decoding on the GPU of the last parakeet_forward's head
+ * (the same search; STENO_ERR_INVALID without m->gdec). */
+int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out);
 
 /* All of it: 16 kHz mono pcm → a result. */
 int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out);

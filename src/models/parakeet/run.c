@@ -85,7 +85,7 @@ static void record_subsampling(parakeet *m, uint32_t tm) {
 int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t_out) {
   if (enc) *enc = NULL;
-  *head = NULL;
+  if (head) *head = NULL;
   *t_out = 0;
   if (valid < 2) return err_set(STENO_ERR_INVALID, "parakeet: %u mel frames is too few", valid);
   TRY(arena_fit(m, valid));
@@ -101,10 +101,12 @@ int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc,
   gpu_gemm_strided(m->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
   TRY(gpu_rec_run(m->rec));
 
-  float *h = mem_alloc((size_t)t * width, sizeof *h);
-  if (!h) return STENO_ERR_NOMEM;
-  int st = gpu_download(a->head, 0, h, (size_t)t * width * sizeof *h);
-  float *e = NULL;
+  float *h = NULL, *e = NULL;
+  int st = 0;
+  if (head) {
+    h = mem_alloc((size_t)t * width, sizeof *h);
+    st = h ? gpu_download(a->head, 0, h, (size_t)t * width * sizeof *h) : STENO_ERR_NOMEM;
+  }
   if (!st && enc) {
     float *rows = mem_alloc((size_t)t * S, sizeof *rows);
     e = mem_alloc((size_t)t * d, sizeof *e);
@@ -118,7 +120,7 @@ int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc,
     return st;
   }
   if (enc) *enc = e;
-  *head = h;
+  if (head) *head = h;
   *t_out = t;
   return 0;
 }
@@ -127,6 +129,17 @@ int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out)
   int width = (int)gpu_linear_width(&m->head);
   if (m->c.head == HEAD_CTC) return ctc_greedy(head, (int)t, (int)m->c.classes, width, out);
   return transducer_greedy(&m->dec, head, (int)t, width, out);
+}
+
+int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out) {
+  if (!m->gdec) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
+  return gpu_transducer_greedy(m->gdec, m->arena.head, t, gpu_linear_width(&m->head), out);
+}
+
+/* Transducers decode on the GPU unless STENO_DECODER=cpu. */
+static bool decode_on_gpu(const parakeet *m) {
+  const char *e = getenv("STENO_DECODER");
+  return m->gdec && !(e && !strcmp(e, "cpu"));
 }
 
 int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out) {
@@ -140,12 +153,14 @@ int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **
   double t0 = time_now();
   TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
   double t1 = time_now();
-  int st = parakeet_forward(m, mel, (uint32_t)valid, NULL, &head, &t);
+  bool gpu = decode_on_gpu(m);
+  head = NULL;
+  int st = parakeet_forward(m, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
   free(mel);
   if (st) return st;
   double t2 = time_now();
   dec_tokens toks = {0};
-  st = parakeet_decode(m, head, t, &toks);
+  st = gpu ? parakeet_decode_gpu(m, t, &toks) : parakeet_decode(m, head, t, &toks);
   free(head);
   double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);

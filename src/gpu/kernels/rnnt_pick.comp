@@ -1,0 +1,125 @@
+#version 450
+// rnnt_pick: one step of greedy transducer search (RNN-T and TDT), as
+// decode/transducer.c's transducer_greedy: the token (first maximum of the
+// vocabulary's logits, blank = vocab − 1), for TDT the duration (first
+// maximum of the duration logits), the token's confidence, and the move.
+// state  uint (binding 0), written by invocation 0 alone:
+//        [0] done  [1] step (frame)  [2] steps left  [3] symbols at this frame (RNN-T)
+//        [4] emit: the LSTM takes `tok` this step  [5] cur: which h/c copy is current
+//        [6] tok  [7] tokens out  [8] room for tokens
+// logits f32 (binding 1): [vocab + durations]
+// dur    int (binding 2): the durations in frames (TDT)
+// out    uint (binding 3): per token id, frame, frames, confidence (f32 bits)
+// A token that is not blank is written out and fed to the LSTM (emit); the
+// previous step's emit makes its new state current here. Confidence:
+// 1 − H(softmax)/ln(vocab) in f32 (the CPU path sums in f64).
+layout(local_size_x = 256) in;
+
+layout(std430, binding = 0) buffer State { uint state[]; };
+layout(std430, binding = 1) readonly buffer Logits { float logits[]; };
+layout(std430, binding = 2) readonly buffer Dur { int dur[]; };
+layout(std430, binding = 3) writeonly buffer Out { uint outv[]; };
+
+layout(push_constant) uniform Push {
+  uint t, vocab, n_dur, max_symbols;
+} pc;
+
+shared float sv[256];
+shared uint si[256];
+shared float red[256];
+
+// The first maximum over this invocation's share of x[0..n), then over the workgroup.
+void first_max(uint n) {
+  uint l = gl_LocalInvocationID.x;
+  float best = 0.0;
+  uint at = 0xffffffffu;
+  for (uint i = l; i < n; i += 256) {
+    float x = logits[i];
+    if (at == 0xffffffffu || x > best) best = x, at = i;
+  }
+  sv[l] = best;
+  si[l] = at;
+  barrier();
+  for (uint w = 128; w > 0; w >>= 1) {
+    if (l < w) {
+      float o = sv[l + w];
+      uint oi = si[l + w];
+      if (oi != 0xffffffffu && (si[l] == 0xffffffffu || o > sv[l] || (o == sv[l] && oi < si[l])))
+        sv[l] = o, si[l] = oi;
+    }
+    barrier();
+  }
+}
+
+// Σ over the workgroup of each invocation's v (the result in red[0]).
+void total(float v) {
+  uint l = gl_LocalInvocationID.x;
+  red[l] = v;
+  barrier();
+  for (uint w = 128; w > 0; w >>= 1) {
+    if (l < w) red[l] += red[l + w];
+    barrier();
+  }
+}
+
+void main() {
+  if (state[0] != 0) return;
+  uint l = gl_LocalInvocationID.x, V = pc.vocab, blank = V - 1;
+  first_max(V);
+  uint tok = si[0];
+  float mx = sv[0];
+  float conf = 0.0;
+  if (tok != blank) {
+    float s = 0.0;
+    for (uint i = l; i < V; i += 256) s += exp(logits[i] - mx);
+    total(s);
+    float sum = red[0];
+    barrier();
+    float e = 0.0;
+    for (uint i = l; i < V; i += 256) {
+      float q = exp(logits[i] - mx) / sum;
+      e -= q * log(q + 1e-10);
+    }
+    total(e);
+    conf = 1.0 - red[0] / log(float(V));
+  }
+  if (l != 0) return;
+  int d = 1;
+  if (pc.n_dur > 0) {
+    uint best = 0;
+    for (uint k = 1; k < pc.n_dur; k++)
+      if (logits[V + k] > logits[V + best]) best = k;
+    d = dur[best];
+  }
+  uint step = state[1], left = state[2], symbols = state[3], n = state[7];
+  uint cur = state[5] ^ state[4]; // last step's token has been fed: its state is current
+  uint emit = 0;
+  if (tok != blank) {
+    if (n < state[8]) {
+      outv[4 * n + 0] = tok;
+      outv[4 * n + 1] = step;
+      outv[4 * n + 2] = uint(d);
+      outv[4 * n + 3] = floatBitsToUint(conf);
+    }
+    n++;
+    emit = 1;
+  }
+  if (pc.n_dur > 0) {
+    step += tok == blank && d == 0 ? 1 : uint(d); // a blank always moves on
+  } else if (tok == blank) {
+    step++;
+    symbols = 0;
+  } else if (++symbols >= pc.max_symbols) {
+    step++;
+    symbols = 0;
+  }
+  bool go = step < pc.t && left > 0 && n < state[8];
+  state[0] = go ? 0 : 1;
+  state[1] = step;
+  state[2] = go ? left - 1 : left;
+  state[3] = symbols;
+  state[4] = emit;
+  state[5] = cur;
+  state[6] = tok;
+  state[7] = n;
+}

@@ -1,0 +1,177 @@
+/* Greedy transducer decoding on the GPU: per step four kernels (the joint,
+ * the pick, one LSTM dispatch per layer, the predictor projection), recorded
+ * in chunks of steps; each kernel does nothing once the search is done, so a
+ * chunk may run past the end. */
+#include "gpu/transducer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+
+enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_WORDS };
+/* Steps in the first chunk; each next chunk doubles, up to the last. */
+enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
+
+struct gpu_transducer {
+  gpu_device *dev;
+  gpu_rec *rec;
+  int vocab, hidden, layers, joint, n_dur, max_symbols, act;
+  gpu_buffer *embed, *wx[TRANSDUCER_MAX_LAYERS], *wh[TRANSDUCER_MAX_LAYERS],
+      *b[TRANSDUCER_MAX_LAYERS], *pred_w, *pred_b, *out_w, *out_b, *dur;
+  gpu_buffer *state, *h, *c, *p, *logits, *out; /* out: room for `room` tokens */
+  uint32_t room;
+};
+
+/* A [rows][cols] matrix uploaded as [cols][rows]. */
+static int upload_t(gpu_device *dev, const float *w, size_t rows, size_t cols, gpu_buffer **out) {
+  float *t = mem_alloc(rows * cols, sizeof *t);
+  if (!t) return STENO_ERR_NOMEM;
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) t[c * rows + r] = w[r * cols + c];
+  int st = gpu_buffer_from(dev, t, rows * cols * sizeof *t, out);
+  free(t);
+  return st;
+}
+
+void gpu_transducer_free(gpu_transducer *g) {
+  if (!g) return;
+  gpu_buffer *all[] = {g->embed, g->pred_w, g->pred_b, g->out_w, g->out_b, g->dur,
+                       g->state, g->h,      g->c,      g->p,     g->logits, g->out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
+  for (int l = 0; l < TRANSDUCER_MAX_LAYERS; l++) {
+    gpu_buffer_free(g->wx[l]);
+    gpu_buffer_free(g->wh[l]);
+    gpu_buffer_free(g->b[l]);
+  }
+  gpu_rec_free(g->rec);
+  free(g);
+}
+
+static int upload_all(gpu_transducer *g, const transducer *m) {
+  size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
+  gpu_device *d = g->dev;
+  TRY(gpu_buffer_from(d, m->embed, (size_t)m->vocab * H * sizeof(float), &g->embed));
+  for (int l = 0; l < m->layers; l++) {
+    TRY(upload_t(d, m->wx[l], 4 * H, H, &g->wx[l]));
+    TRY(upload_t(d, m->wh[l], 4 * H, H, &g->wh[l]));
+    TRY(gpu_buffer_from(d, m->b[l], 4 * H * sizeof(float), &g->b[l]));
+  }
+  TRY(upload_t(d, m->pred_w, J, H, &g->pred_w));
+  TRY(gpu_buffer_from(d, m->pred_b, J * sizeof(float), &g->pred_b));
+  TRY(upload_t(d, m->out_w, R, J, &g->out_w));
+  TRY(gpu_buffer_from(d, m->out_b, R * sizeof(float), &g->out_b));
+  int none = 1;
+  TRY(gpu_buffer_from(d, m->durations ? (const void *)m->durations : &none,
+                      (m->durations ? (size_t)m->n_durations : 1) * sizeof(int), &g->dur));
+  TRY(gpu_buffer_new(d, ST_WORDS * 4, &g->state));
+  TRY(gpu_buffer_new(d, 2 * (size_t)m->layers * H * sizeof(float), &g->h));
+  TRY(gpu_buffer_new(d, 2 * (size_t)m->layers * H * sizeof(float), &g->c));
+  TRY(gpu_buffer_new(d, J * sizeof(float), &g->p));
+  TRY(gpu_buffer_new(d, R * sizeof(float), &g->logits));
+  return gpu_rec_new(d, &g->rec);
+}
+
+int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
+  *out = NULL;
+  if (m->hidden < 1 || m->hidden > 2048 || m->joint < 1 || m->joint > 4096 || m->layers < 1 ||
+      m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
+    return 0;
+  gpu_transducer *g = mem_alloc(1, sizeof *g);
+  if (!g) return STENO_ERR_NOMEM;
+  *g = (gpu_transducer){.dev = dev, .vocab = m->vocab, .hidden = m->hidden, .layers = m->layers,
+                        .joint = m->joint, .n_dur = m->durations ? m->n_durations : 0,
+                        .max_symbols = m->max_symbols, .act = (int)m->act};
+  int st = upload_all(g, m);
+  if (st) {
+    gpu_transducer_free(g);
+    return st;
+  }
+  *out = g;
+  return 0;
+}
+
+/* The LSTM on the token in state[ST_TOK] and the predictor projection (both
+ * do nothing unless state[ST_EMIT]). */
+static void record_predict(gpu_transducer *g) {
+  uint32_t H = (uint32_t)g->hidden, L = (uint32_t)g->layers;
+  gpu_kernel *lstm = gpu_rec_kernel(g->rec, "rnnt_lstm", NULL, 0);
+  gpu_kernel *pred = gpu_rec_kernel(g->rec, "rnnt_pred", NULL, 0);
+  for (uint32_t l = 0; l < L; l++) {
+    uint32_t push[3] = {H, l, L};
+    gpu_buffer *b[] = {g->state, g->embed, g->wx[l], g->wh[l], g->b[l], g->h, g->c};
+    gpu_dispatch(g->rec, lstm, b, 7, push, sizeof push, (H + 63) / 64, 1, 1);
+  }
+  uint32_t push[3] = {H, (uint32_t)g->joint, L};
+  gpu_buffer *b[] = {g->state, g->pred_w, g->pred_b, g->h, g->p};
+  gpu_dispatch(g->rec, pred, b, 5, push, sizeof push, ((uint32_t)g->joint + 63) / 64, 1, 1);
+}
+
+static void record_steps(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride, int n) {
+  uint32_t R = (uint32_t)(g->vocab + g->n_dur);
+  gpu_kernel *joint = gpu_rec_kernel(g->rec, "rnnt_joint", NULL, 0);
+  gpu_kernel *pick = gpu_rec_kernel(g->rec, "rnnt_pick", NULL, 0);
+  uint32_t jp[4] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act};
+  uint32_t pp[4] = {t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols};
+  gpu_buffer *jb[] = {g->state, enc, g->p, g->out_w, g->out_b, g->logits};
+  gpu_buffer *pb[] = {g->state, g->logits, g->dur, g->out};
+  for (int i = 0; i < n; i++) {
+    gpu_dispatch(g->rec, joint, jb, 6, jp, sizeof jp, (R + 255) / 256, 1, 1);
+    gpu_dispatch(g->rec, pick, pb, 4, pp, sizeof pp, 1, 1, 1);
+    record_predict(g);
+  }
+}
+
+/* Room for every token a search over t frames can emit. */
+static int fit(gpu_transducer *g, uint32_t room) {
+  if (g->out && g->room >= room) return 0;
+  gpu_buffer_free(g->out);
+  g->out = NULL;
+  TRY(gpu_buffer_new(g->dev, (size_t)room * 16, &g->out));
+  g->room = room;
+  return 0;
+}
+
+int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
+                          dec_tokens *out) {
+  /* As transducer_greedy: at most max_symbols · t steps in all. */
+  uint64_t steps = g->max_symbols > 0 ? (uint64_t)g->max_symbols * t - (t > 0)
+                                      : 16 * (uint64_t)t + 1024;
+  if (steps > (1u << 26) || (uint64_t)t * stride > gpu_buffer_size(enc) / sizeof(float))
+    return err_set(STENO_ERR_INVALID, "transducer search over %u frames of %u", t, stride);
+  uint32_t room = steps > 0 ? (uint32_t)steps : 1;
+  TRY(fit(g, room));
+  uint32_t st[ST_WORDS] = {0};
+  st[ST_DONE] = !(t > 0 && steps > 0);
+  st[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
+  st[ST_EMIT] = 1; /* the search starts from the blank token fed to a zero state */
+  st[ST_TOK] = (uint32_t)g->vocab - 1;
+  st[ST_ROOM] = room;
+  size_t hc = 2 * (size_t)g->layers * g->hidden * sizeof(float);
+  float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
+  if (!zeros) return STENO_ERR_NOMEM;
+  memset(zeros, 0, hc);
+  int rc = gpu_upload(g->state, 0, st, sizeof st);
+  if (!rc) rc = gpu_upload(g->h, 0, zeros, hc);
+  if (!rc) rc = gpu_upload(g->c, 0, zeros, hc);
+  free(zeros);
+  for (int chunk = CHUNK_FIRST, first = 1; !rc && !st[ST_DONE]; first = 0) {
+    if ((rc = gpu_rec_begin(g->rec))) break;
+    if (first) record_predict(g);
+    record_steps(g, enc, t, stride, chunk);
+    if ((rc = gpu_rec_run(g->rec)) || (rc = gpu_download(g->state, 0, st, sizeof st))) break;
+    if (chunk < CHUNK_LAST) chunk *= 2;
+  }
+  uint32_t n = st[ST_OUT] < room ? st[ST_OUT] : room;
+  uint32_t *rec = rc || !n ? NULL : mem_alloc((size_t)n * 4, sizeof *rec);
+  if (!rc && n && !rec) rc = STENO_ERR_NOMEM;
+  if (!rc && n) rc = gpu_download(g->out, 0, rec, (size_t)n * 16);
+  for (uint32_t i = 0; !rc && i < n; i++) {
+    dec_token d = {.id = (int)rec[4 * i], .frame = (int)rec[4 * i + 1], .frames = (int)rec[4 * i + 2]};
+    memcpy(&d.p, &rec[4 * i + 3], sizeof d.p);
+    rc = dec_push(out, d);
+  }
+  free(rec);
+  return rc;
+}

@@ -1,0 +1,26 @@
+/* Greedy transducer decoding on the GPU (RNN-T and TDT): the search of
+ * decode/transducer.c's transducer_greedy with the LSTM predictor, the joint
+ * and each step's choice in kernels (rnnt_*.comp), so the weights stay on the
+ * device and the host only looks, every few hundred steps, whether the
+ * search has ended. */
+#ifndef STENO_GPU_TRANSDUCER_H
+#define STENO_GPU_TRANSDUCER_H
+
+#include "decode/tokens.h"
+#include "decode/transducer.h"
+#include "gpu/gpu.h"
+
+typedef struct gpu_transducer gpu_transducer;
+
+/* Uploads m's weights (transposed, f32). *out stays NULL where the shapes
+ * exceed the kernels' shared memory (hidden > 2048, joint > 4096): the CPU
+ * path decodes those. */
+int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);
+void gpu_transducer_free(gpu_transducer *g);
+
+/* transducer_greedy over `t` frames of enc [t][stride] on the device: the
+ * same tokens, frames and durations; confidences summed in f32. */
+int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
+                          dec_tokens *out);
+
+#endif
