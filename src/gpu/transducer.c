@@ -70,7 +70,9 @@ static int upload_all(gpu_transducer *g, const transducer *m) {
   TRY(gpu_buffer_new(d, 2 * (size_t)m->layers * H * sizeof(float), &g->c));
   TRY(gpu_buffer_new(d, J * sizeof(float), &g->p));
   TRY(gpu_buffer_new(d, R * sizeof(float), &g->logits));
-  return gpu_rec_new(d, &g->rec);
+  TRY(gpu_rec_new(d, &g->rec));
+  gpu_rec_profile(g->rec, "transducer search");
+  return 0;
 }
 
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
