@@ -24,17 +24,6 @@ struct gpu_transducer {
   uint32_t room;
 };
 
-/* A [rows][cols] matrix uploaded as [cols][rows]. */
-static int upload_t(gpu_device *dev, const float *w, size_t rows, size_t cols, gpu_buffer **out) {
-  float *t = mem_alloc(rows * cols, sizeof *t);
-  if (!t) return STENO_ERR_NOMEM;
-  for (size_t r = 0; r < rows; r++)
-    for (size_t c = 0; c < cols; c++) t[c * rows + r] = w[r * cols + c];
-  int st = gpu_buffer_from(dev, t, rows * cols * sizeof *t, out);
-  free(t);
-  return st;
-}
-
 void gpu_transducer_free(gpu_transducer *g) {
   if (!g) return;
   gpu_buffer *all[] = {g->embed, g->pred_w, g->pred_b, g->out_w, g->out_b, g->dur,
@@ -54,13 +43,13 @@ static int upload_all(gpu_transducer *g, const transducer *m) {
   gpu_device *d = g->dev;
   TRY(gpu_buffer_from(d, m->embed, (size_t)m->vocab * H * sizeof(float), &g->embed));
   for (int l = 0; l < m->layers; l++) {
-    TRY(upload_t(d, m->wx[l], 4 * H, H, &g->wx[l]));
-    TRY(upload_t(d, m->wh[l], 4 * H, H, &g->wh[l]));
+    TRY(gpu_buffer_from(d, m->wx[l], 4 * H * H * sizeof(float), &g->wx[l]));
+    TRY(gpu_buffer_from(d, m->wh[l], 4 * H * H * sizeof(float), &g->wh[l]));
     TRY(gpu_buffer_from(d, m->b[l], 4 * H * sizeof(float), &g->b[l]));
   }
-  TRY(upload_t(d, m->pred_w, J, H, &g->pred_w));
+  TRY(gpu_buffer_from(d, m->pred_w, J * H * sizeof(float), &g->pred_w));
   TRY(gpu_buffer_from(d, m->pred_b, J * sizeof(float), &g->pred_b));
-  TRY(upload_t(d, m->out_w, R, J, &g->out_w));
+  TRY(gpu_buffer_from(d, m->out_w, R * J * sizeof(float), &g->out_w));
   TRY(gpu_buffer_from(d, m->out_b, R * sizeof(float), &g->out_b));
   int none = 1;
   TRY(gpu_buffer_from(d, m->durations ? (const void *)m->durations : &none,
@@ -103,11 +92,11 @@ static void record_predict(gpu_transducer *g) {
   for (uint32_t l = 0; l < L; l++) {
     uint32_t push[3] = {H, l, L};
     gpu_buffer *b[] = {g->state, g->embed, g->wx[l], g->wh[l], g->b[l], g->h, g->c};
-    gpu_dispatch(g->rec, lstm, b, 7, push, sizeof push, (H + 63) / 64, 1, 1);
+    gpu_dispatch(g->rec, lstm, b, 7, push, sizeof push, (H + 7) / 8, 1, 1);
   }
   uint32_t push[3] = {H, (uint32_t)g->joint, L};
   gpu_buffer *b[] = {g->state, g->pred_w, g->pred_b, g->h, g->p};
-  gpu_dispatch(g->rec, pred, b, 5, push, sizeof push, ((uint32_t)g->joint + 63) / 64, 1, 1);
+  gpu_dispatch(g->rec, pred, b, 5, push, sizeof push, ((uint32_t)g->joint + 31) / 32, 1, 1);
 }
 
 static void record_steps(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride, int n) {
@@ -119,7 +108,7 @@ static void record_steps(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_
   gpu_buffer *jb[] = {g->state, enc, g->p, g->out_w, g->out_b, g->logits};
   gpu_buffer *pb[] = {g->state, g->logits, g->dur, g->out};
   for (int i = 0; i < n; i++) {
-    gpu_dispatch(g->rec, joint, jb, 6, jp, sizeof jp, (R + 255) / 256, 1, 1);
+    gpu_dispatch(g->rec, joint, jb, 6, jp, sizeof jp, (R + 31) / 32, 1, 1);
     gpu_dispatch(g->rec, pick, pb, 4, pp, sizeof pp, 1, 1, 1);
     record_predict(g);
   }

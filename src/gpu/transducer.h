@@ -12,7 +12,7 @@
 
 typedef struct gpu_transducer gpu_transducer;
 
-/* Uploads m's weights (transposed, f32). *out stays NULL where the shapes
+/* Uploads m's weights (f32). *out stays NULL where the shapes
  * exceed the kernels' shared memory (hidden > 2048, joint > 4096): the CPU
  * path decodes those. */
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);

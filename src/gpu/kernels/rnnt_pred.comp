@@ -1,17 +1,18 @@
 #version 450
 // rnnt_pred: the joint's predictor projection of the LSTM's new output, when
 // the search emitted a token (rnnt_pick.comp's state[4]):
-//   p[j] = b[j] + Σ_i wt[i][j]·h[cur ^ 1][layers − 1][i]
+//   p[j] = b[j] + Σ_i w[j][i]·h[cur ^ 1][layers − 1][i]
 // state  uint (binding 0): [0] done, [4] emit, [5] cur
-// wt     f32 (binding 1): the projection transposed, [hidden][joint]
+// w      f32 (binding 1): the projection, [joint][hidden]
 // b      f32 (binding 2): [joint]
 // h      f32 (binding 3): [2][layers][hidden] (rnnt_lstm.comp)
 // p      f32 (binding 4): [joint]
-// One output per invocation; the LSTM output in shared memory (hidden ≤ 2048).
-layout(local_size_x = 64) in;
+// 32 outputs per workgroup, 8 invocations each (as rnnt_joint.comp); the
+// LSTM output in shared memory (hidden ≤ 2048).
+layout(local_size_x = 8, local_size_y = 32) in;
 
 layout(std430, binding = 0) readonly buffer State { uint state[]; };
-layout(std430, binding = 1) readonly buffer Wt { float wt[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
 layout(std430, binding = 2) readonly buffer B { float b[]; };
 layout(std430, binding = 3) readonly buffer H { float h[]; };
 layout(std430, binding = 4) writeonly buffer P { float pv[]; };
@@ -20,16 +21,22 @@ layout(push_constant) uniform Push {
   uint hidden, joint, layers;
 } pc;
 
-shared float hs[2048];
+shared float hs[2048], part[32][8];
 
 void main() {
   if (state[0] != 0 || state[4] == 0) return;
   uint H = pc.hidden, at = ((state[5] ^ 1u) * pc.layers + pc.layers - 1) * H;
-  for (uint i = gl_LocalInvocationID.x; i < H; i += 64) hs[i] = h[at + i];
+  uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y;
+  for (uint i = y * 8 + lane; i < H; i += 256) hs[i] = h[at + i];
   barrier();
-  uint j = gl_GlobalInvocationID.x;
-  if (j >= pc.joint) return;
+  uint j = gl_WorkGroupID.x * 32 + y;
   float s = 0.0;
-  for (uint i = 0; i < H; i++) s += wt[i * pc.joint + j] * hs[i];
-  pv[j] = b[j] + s;
+  if (j < pc.joint)
+    for (uint i = lane; i < H; i += 8) s += w[j * H + i] * hs[i];
+  part[y][lane] = s;
+  barrier();
+  if (lane != 0 || j >= pc.joint) return;
+  float sum = 0.0;
+  for (uint i = 0; i < 8; i++) sum += part[y][i];
+  pv[j] = b[j] + sum;
 }
