@@ -146,15 +146,18 @@ static size_t cache_round(const char *dir) {
   return loaded;
 }
 
-/* The cache file's path under dir (the only pipelines-*.bin there), or "". */
-static void cache_file(const char *dir, char *path, size_t cap) {
+/* The path of the only file `glob` names under dir, or "". */
+static void find_file(const char *dir, const char *glob, char *path, size_t cap) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "ls %s/pipelines-*.bin 2>/dev/null", dir);
+  snprintf(cmd, sizeof cmd, "ls %s/%s 2>/dev/null", dir, glob);
   FILE *ls = popen(cmd, "r");
   path[0] = 0;
   if (ls && fgets(path, (int)cap, ls)) path[strcspn(path, "\n")] = 0;
   if (ls) pclose(ls);
 }
+
+/* The pipeline cache file under dir, or "". */
+static void cache_file(const char *dir, char *path, size_t cap) { find_file(dir, "pipelines-*.bin", path, cap); }
 
 /* The pipeline cache on disk: written at close into a folder it makes, read
  * back at the next open; a foreign or truncated file is passed over;
@@ -192,6 +195,71 @@ static void pipeline_cache(void) {
   CHECK(system(rm) == 0, "rm");
 }
 
+/* A device opened with its caches in dir; its fast kernels' flags. */
+static void probe_round(const char *dir, bool *passed, bool *chosen) {
+  setenv("STENO_CACHE_DIR", dir, 1);
+  gpu_device *d = NULL;
+  CHECK_OK(gpu_open(&d));
+  unsetenv("STENO_CACHE_DIR");
+  for (int k = 0; k < GPU_FAST_KINDS; k++) {
+    passed[k] = d && gpu_fast_passed(d, (gpu_fast_kernel)k);
+    chosen[k] = d && gpu_fast_chosen(d, (gpu_fast_kernel)k);
+  }
+  gpu_close(d);
+}
+
+static size_t read_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  return n;
+}
+
+/* The probe results on disk: written at the first open and used at the next
+ * (a well-formed file's choices are taken as written); a damaged file is
+ * probed over and rewritten; STENO_PROBE_CACHE=0 writes nothing. */
+static void probe_cache(void) {
+  enum { K = GPU_FAST_KINDS };
+  char dir[] = "/tmp/steno_probes_XXXXXX", path[512], text[512], again[512], off[64];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  bool passed[K], chosen[K], p2[K], c2[K];
+  probe_round(dir, passed, chosen);
+  find_file(dir, "probes-*.txt", path, sizeof path);
+  size_t n = path[0] ? read_file(path, text, sizeof text) : 0;
+  CHECK(n > 20 && !strncmp(text, "steno-probes 1 driver ", 22), "probe results written in %s", dir);
+  /* The first kernel that passed, its choice flipped in the file: taken as written. */
+  int k = 0;
+  while (k < K && !passed[k]) k++;
+  char *fast = strstr(text, "\nfast ");
+  if (k < K && fast) {
+    char *flag = fast + 6 + 3 * k + 1; /* " PC" per kernel: passed, chosen */
+    *flag = *flag == '1' ? '0' : '1';
+    FILE *f = fopen(path, "wb");
+    if (f) fwrite(text, 1, n, f), fclose(f);
+    probe_round(dir, p2, c2);
+    CHECK(p2[k] && c2[k] == !chosen[k], "%s: the file's choice was not taken", gpu_fast_name((gpu_fast_kernel)k));
+    *flag = *flag == '1' ? '0' : '1';
+  }
+  /* Half a file: probed again, the same results, the file whole again. */
+  if (truncate(path, (off_t)n / 2) == 0) {
+    probe_round(dir, p2, c2);
+    bool same = true;
+    for (int i = 0; i < K; i++) same &= p2[i] == passed[i] && c2[i] == chosen[i];
+    CHECK(same, "a damaged probe file changed the results");
+    CHECK(read_file(path, again, sizeof again) == n && !memcmp(again, text, n), "the probe file was not rewritten");
+  }
+  snprintf(off, sizeof off, "%s/off", dir);
+  setenv("STENO_PROBE_CACHE", "0", 1);
+  probe_round(off, p2, c2);
+  unsetenv("STENO_PROBE_CACHE");
+  find_file(off, "probes-*.txt", path, sizeof path);
+  CHECK(!path[0], "STENO_PROBE_CACHE=0 wrote %s", path);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  CHECK(system(rm) == 0, "rm");
+}
+
 /* Timing the fast kernels against their portable twins (STENO_FAST=timed,
  * as on every GPU) changes which are used, never which passed their probes;
  * a kernel is used exactly where it passed and was timed faster. */
@@ -216,6 +284,7 @@ int main(void) {
   test_device();
   fast_timing();
   pipeline_cache();
+  probe_cache();
   chain(false);
   chain(true);
   transfers(test_device());

@@ -77,6 +77,11 @@ gpu_buffer *gpu_device_scratch(gpu_device *dev, size_t bytes);
 void gpu_pcache_open(gpu_device *dev);
 void gpu_pcache_close(gpu_device *dev);
 
+/* The fast kernels' probe results and choices from disk (pcache.c): true if
+ * a file of this device, driver and build set them; saved after probing. */
+bool gpu_probe_cache_load(gpu_device *dev);
+void gpu_probe_cache_save(const gpu_device *dev);
+
 /* The fast GEMM variant a device uses without timing (m ≥ GEMM_BIG_M: big). */
 gpu_gemm_variant gpu_gemm_default(const gpu_device *dev, bool big);
 

@@ -1,9 +1,14 @@
-/* The pipeline cache on disk: what the driver compiled for our kernels in an
- * earlier run, so that a second start compiles nothing. One file per device
- * and driver build (its pipelineCacheUUID) under $STENO_CACHE_DIR, else
- * $XDG_CACHE_HOME/steno, else ~/.cache/steno; STENO_PIPELINE_CACHE=0 turns it
- * off. The cache is an optimization only: a missing, foreign, truncated or
- * unwritable file is passed over (STENO_LOG=debug says why), never an error. */
+/* The device's caches on disk, under $STENO_CACHE_DIR, else
+ * $XDG_CACHE_HOME/steno, else ~/.cache/steno, one file each per device and
+ * driver build (its pipelineCacheUUID):
+ * - the pipeline cache: what the driver compiled for our kernels in an
+ *   earlier run, so that a second start compiles nothing
+ *   (STENO_PIPELINE_CACHE=0 turns it off);
+ * - the fast kernels' probe results and timed choices (gpu_probe_fast), keyed
+ *   also by the driver version and a hash of our SPIR-V, so that a second
+ *   start neither probes nor times (STENO_PROBE_CACHE=0 turns it off).
+ * They are optimizations only: a missing, foreign, truncated or unwritable
+ * file is passed over (STENO_LOG=debug says why), never an error. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +19,16 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "gpu/internal.h"
+#include "gpu/spirv.h"
 
 /* Larger files are not ours (our kernels' pipelines take a few MB at most). */
 #define PCACHE_MAX_BYTES ((size_t)256 << 20)
 
-/* The file for this device, or false when there is no place for it. */
-static bool pcache_path(const VkPhysicalDeviceProperties *p, char *path, size_t cap, char *dir,
-                        size_t dcap) {
-  const char *off = getenv("STENO_PIPELINE_CACHE");
+/* The file `kind`-VENDOR-DEVICE-UUID.`ext` for this device, or false when
+ * there is no place for it or `switch_env` is 0. */
+static bool cache_path(const VkPhysicalDeviceProperties *p, const char *switch_env, const char *kind,
+                       const char *ext, char *path, size_t cap, char *dir, size_t dcap) {
+  const char *off = getenv(switch_env);
   if (off && !strcmp(off, "0")) return false;
   const char *env = getenv("STENO_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   int n = env && *env   ? snprintf(dir, dcap, "%s", env)
@@ -31,7 +38,7 @@ static bool pcache_path(const VkPhysicalDeviceProperties *p, char *path, size_t 
   if (n < 0 || (size_t)n >= dcap) return false;
   char uuid[2 * VK_UUID_SIZE + 1];
   for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", p->pipelineCacheUUID[i]);
-  n = snprintf(path, cap, "%s/pipelines-%08x-%08x-%s.bin", dir, p->vendorID, p->deviceID, uuid);
+  n = snprintf(path, cap, "%s/%s-%08x-%08x-%s.%s", dir, kind, p->vendorID, p->deviceID, uuid, ext);
   return n > 0 && (size_t)n < cap;
 }
 
@@ -68,7 +75,9 @@ void gpu_pcache_open(gpu_device *d) {
   VkPhysicalDeviceProperties p;
   vkGetPhysicalDeviceProperties(d->pd, &p);
   char dir[sizeof d->pcache_path];
-  if (!pcache_path(&p, d->pcache_path, sizeof d->pcache_path, dir, sizeof dir)) d->pcache_path[0] = 0;
+  if (!cache_path(&p, "STENO_PIPELINE_CACHE", "pipelines", "bin", d->pcache_path,
+                  sizeof d->pcache_path, dir, sizeof dir))
+    d->pcache_path[0] = 0;
   size_t size = 0;
   uint8_t *data = d->pcache_path[0] ? pcache_read(d->pcache_path, &p, &size) : NULL;
   VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
@@ -90,6 +99,22 @@ static bool make_dirs(char *dir) {
   }
 }
 
+/* Writes `size` bytes to `path` whole, then renames: a reader never sees half a file. */
+static void write_atomic(const char *path, const void *data, size_t size, const char *what) {
+  char dir[1024], tmp[1024 + 32];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = slash && make_dirs(dir) ? fopen(tmp, "wb") : NULL;
+  bool ok = f && fwrite(data, 1, size, f) == size;
+  ok = f && fclose(f) == 0 && ok && rename(tmp, path) == 0;
+  if (!ok) {
+    remove(tmp);
+    log_debug("%s %s: could not be written", what, path);
+  }
+}
+
 void gpu_pcache_close(gpu_device *d) {
   if (!d->pcache) return;
   size_t size = 0;
@@ -98,21 +123,108 @@ void gpu_pcache_close(gpu_device *d) {
   if (d->pcache_path[0] && d->pcache_made &&
       vkGetPipelineCacheData(d->dev, d->pcache, &size, NULL) == VK_SUCCESS &&
       size > d->pcache_loaded && size <= PCACHE_MAX_BYTES && (data = malloc(size)) &&
-      vkGetPipelineCacheData(d->dev, d->pcache, &size, data) == VK_SUCCESS) {
-    char dir[sizeof d->pcache_path], tmp[sizeof d->pcache_path + 32];
-    snprintf(dir, sizeof dir, "%s", d->pcache_path);
-    *strrchr(dir, '/') = 0;
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", d->pcache_path, (long)getpid());
-    FILE *f = make_dirs(dir) ? fopen(tmp, "wb") : NULL;
-    /* Written whole, then renamed: a reader never sees half a file. */
-    bool ok = f && fwrite(data, 1, size, f) == size;
-    ok = f && fclose(f) == 0 && ok && rename(tmp, d->pcache_path) == 0;
-    if (!ok) {
-      remove(tmp);
-      log_debug("pipeline cache %s: could not be written", d->pcache_path);
-    }
-  }
+      vkGetPipelineCacheData(d->dev, d->pcache, &size, data) == VK_SUCCESS)
+    write_atomic(d->pcache_path, data, size, "pipeline cache");
   free(data);
   vkDestroyPipelineCache(d->dev, d->pcache, NULL);
   d->pcache = VK_NULL_HANDLE;
+}
+
+/* ---- probe results ---- */
+
+/* FNV-1a over every kernel's SPIR-V: a changed kernel is probed again. */
+static uint64_t spirv_hash(void) {
+  uint64_t h = 14695981039346656037u;
+  for (const gpu_spirv_entry *e = gpu_spirv; e->name; e++) {
+    const uint8_t *b = (const uint8_t *)e->words;
+    for (size_t i = 0; i < e->size; i++) h = (h ^ b[i]) * 1099511628211u;
+  }
+  return h;
+}
+
+/* The text both sides agree on: a key line, then the results. */
+static int probe_text(const gpu_device *d, const VkPhysicalDeviceProperties *p, uint64_t hash,
+                      char *out, size_t cap) {
+  int n = snprintf(out, cap, "steno-probes 1 driver %u spirv %016llx\ngemm_ok", p->driverVersion,
+                   (unsigned long long)hash);
+  for (int v = 0; v < GPU_GEMM_VARIANTS; v++) n += snprintf(out + n, cap - (size_t)n, " %d", d->gemm_ok[v]);
+  n += snprintf(out + n, cap - (size_t)n, "\nfast");
+  for (int k = 0; k < GPU_FAST_KINDS; k++)
+    n += snprintf(out + n, cap - (size_t)n, " %d%d", d->fast[k], d->faster[k]);
+  n += snprintf(out + n, cap - (size_t)n, "\npick");
+  for (int q = 0; q < 2; q++)
+    for (int b = 0; b < 2; b++) n += snprintf(out + n, cap - (size_t)n, " %d", (int)d->gemm_pick[q][b]);
+  n += snprintf(out + n, cap - (size_t)n, "\n");
+  return n;
+}
+
+static bool probe_file(const gpu_device *d, VkPhysicalDeviceProperties *p, char *path, size_t cap) {
+  char dir[1024];
+  const char *fast = getenv("STENO_FAST");
+  vkGetPhysicalDeviceProperties(d->pd, p);
+  /* STENO_FAST chooses for itself (=timed re-times): only the default uses the file. */
+  return !fast && cache_path(p, "STENO_PROBE_CACHE", "probes", "txt", path, cap, dir, sizeof dir);
+}
+
+bool gpu_probe_cache_load(gpu_device *d) {
+  VkPhysicalDeviceProperties p;
+  char path[1024], text[512];
+  if (!probe_file(d, &p, path, sizeof path)) return false;
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  uint64_t hash = spirv_hash();
+  char key[128];
+  int kn = snprintf(key, sizeof key, "steno-probes 1 driver %u spirv %016llx\n", p.driverVersion,
+                    (unsigned long long)hash);
+  if (strncmp(text, key, (size_t)kn)) {
+    log_debug("probe cache %s: another driver or build; probing again", path);
+    return false;
+  }
+  /* Read every field, then check the file is exactly what these values write. */
+  gpu_device got = *d;
+  const char *at = strstr(text, "gemm_ok");
+  for (int v = 0; at && v < GPU_GEMM_VARIANTS; v++) {
+    int x;
+    at = strchr(at, ' ');
+    if (!at || sscanf(at, " %d", &x) != 1 || (x != 0 && x != 1)) at = NULL;
+    else got.gemm_ok[v] = x, at++;
+  }
+  at = at ? strstr(at, "fast") : NULL;
+  for (int k = 0; at && k < GPU_FAST_KINDS; k++) {
+    at = strchr(at, ' ');
+    if (!at || (at[1] != '0' && at[1] != '1') || (at[2] != '0' && at[2] != '1')) at = NULL;
+    else got.fast[k] = at[1] == '1', got.faster[k] = at[2] == '1', at++;
+  }
+  at = at ? strstr(at, "pick") : NULL;
+  for (int q = 0; at && q < 2; q++)
+    for (int b = 0; at && b < 2; b++) {
+      int x;
+      at = strchr(at, ' ');
+      if (!at || sscanf(at, " %d", &x) != 1 || x < 0 || x >= GPU_GEMM_VARIANTS) at = NULL;
+      else got.gemm_pick[q][b] = (gpu_gemm_variant)x, at++;
+    }
+  char again[512];
+  if (!at || probe_text(&got, &p, hash, again, sizeof again) != (int)n || memcmp(again, text, n)) {
+    log_debug("probe cache %s: damaged; probing again", path);
+    return false;
+  }
+  memcpy(d->gemm_ok, got.gemm_ok, sizeof d->gemm_ok);
+  memcpy(d->fast, got.fast, sizeof d->fast);
+  memcpy(d->faster, got.faster, sizeof d->faster);
+  memcpy(d->gemm_pick, got.gemm_pick, sizeof d->gemm_pick);
+  d->fast_gemm = false;
+  for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v];
+  log_debug("probe cache %s: fast-kernel results read", path);
+  return true;
+}
+
+void gpu_probe_cache_save(const gpu_device *d) {
+  VkPhysicalDeviceProperties p;
+  char path[1024], text[512];
+  if (!probe_file(d, &p, path, sizeof path)) return;
+  int n = probe_text(d, &p, spirv_hash(), text, sizeof text);
+  if (n > 0 && (size_t)n < sizeof text) write_atomic(path, text, (size_t)n, "probe cache");
 }

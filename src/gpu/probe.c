@@ -350,6 +350,7 @@ uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
 }
 
 void gpu_probe_fast(gpu_device *d) {
+  if (gpu_probe_cache_load(d)) return;
   bool gemm_ok[GPU_GEMM_VARIANTS] = {false};
   for (int v = 1; d->coop && v < GPU_GEMM_VARIANTS; v++) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v] = gemm_ok[v];
@@ -375,4 +376,5 @@ void gpu_probe_fast(gpu_device *d) {
                              : big         ? fastest_gemm(d, t, 1024, 2048, 1024)
                                            : fastest_gemm(d, t, 138, 3072, 1024);
     }
+  gpu_probe_cache_save(d);
 }

@@ -5,7 +5,9 @@
 
 #include "audio/split.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "base/mem.h"
+#include "base/timer.h"
 #include "gpu/gpu.h"
 #include "io/gguf.h"
 #include "models/family.h"
@@ -45,6 +47,7 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
   gguf_file *f;
   uint8_t *image = NULL; /* a legacy whisper.cpp .bin, rebuilt as a GGUF image */
   size_t size = 0;
+  double t0 = time_now();
   TRY(legacy_bin(path, &image, &size));
   int opened = image ? gguf_open_memory(&f, image, size, path) : gguf_open(&f, path);
   if (opened) {
@@ -62,7 +65,10 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
     snprintf(m->arch, sizeof m->arch, "%s", arch);
     st = gpu_open(&m->dev);
   }
+  double t1 = time_now();
   if (!st) st = m->fam->load(m->dev, f, &m->impl);
+  if (!st) log_info("%s loaded in %.1f ms: file and device %.1f ms, weights %.1f ms", path,
+                    (time_now() - t0) * 1e3, (t1 - t0) * 1e3, (time_now() - t1) * 1e3);
   gguf_close(f);
   free(image);
   if (st) {
