@@ -49,8 +49,8 @@ static void chain(bool split) {
 }
 
 static void transfers(gpu_device *d) {
-  /* Larger than the staging buffer, at an offset. */
-  size_t n = (40u << 20) / 4;
+  /* Larger than the staging buffer (two halves of 32 MiB, each reused), at an offset. */
+  size_t n = (80u << 20) / 4;
   float *x = test_random(n, 3), *y = test_floats(n);
   gpu_buffer *b;
   CHECK_OK(gpu_buffer_new(d, (n + 16) * 4, &b));

@@ -37,10 +37,11 @@ struct gpu_device {
   pthread_mutex_t lock; /* kernels, staging, counters */
   gpu_kernel **kernels;
   int nkernels;
-  /* Transfers: one command buffer, its fence and a host-visible staging buffer. */
+  /* Transfers: a host-visible staging buffer in two halves, each with its
+   * command buffer and fence, so one half fills while the other copies. */
   VkCommandPool xfer_pool;
-  VkCommandBuffer xfer;
-  VkFence xfer_fence;
+  VkCommandBuffer xfer[2];
+  VkFence xfer_fence[2];
   gpu_buffer *staging;
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;

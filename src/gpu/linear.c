@@ -92,6 +92,41 @@ static void split_q8(const uint8_t *blocks, size_t nblocks, uint8_t *data, uint8
   }
 }
 
+/* The bias (dual outputs after the n padded rows) as gpu_linear_new lays it out. */
+static int linear_bias(gpu_device *dev, const float *bias, size_t nbias, gpu_linear *out) {
+  size_t n = out->n, dual = out->dual;
+  float *b = mem_alloc(n + dual, sizeof *b);
+  if (!b) return STENO_ERR_NOMEM;
+  if (nbias) {
+    memcpy(b, bias, (nbias - dual) * sizeof *b);
+    memcpy(b + n, bias + (nbias - dual), dual * sizeof *b);
+  }
+  int st = gpu_buffer_from(dev, b, (n + dual) * sizeof *b, &out->bias);
+  free(b);
+  return st;
+}
+
+/* gpu_linear_new's weights where no row needs padding (wk = k, not Q8_0):
+ * each part uploaded at its place, then the zero rows up to n. */
+static int linear_direct(gpu_device *dev, const gpu_weight *parts, int nparts, const float *bias,
+                         size_t nbias, gpu_linear *out) {
+  size_t row = gpu_wtype_bytes(out->type, out->k), at = 0;
+  int st = gpu_buffer_new(dev, out->n * row, &out->w);
+  for (int i = 0; !st && i < nparts; i++) {
+    st = gpu_upload(out->w, at, parts[i].data, parts[i].rows * row);
+    at += parts[i].rows * row;
+  }
+  if (!st && at < out->n * row) {
+    uint8_t *zeros = mem_alloc(out->n * row - at, 1);
+    st = zeros ? gpu_upload(out->w, at, memset(zeros, 0, out->n * row - at), out->n * row - at)
+               : STENO_ERR_NOMEM;
+    free(zeros);
+  }
+  if (!st) st = linear_bias(dev, bias, nbias, out);
+  if (st) gpu_linear_free(out);
+  return st;
+}
+
 int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
                    int nparts, const float *bias, size_t nbias, gpu_linear *out) {
   memset(out, 0, sizeof *out);
@@ -113,13 +148,15 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   out->dual = (uint32_t)dual;
   out->type = type;
 
-  /* Weights padded with zero rows (and columns up to wk), in one host buffer
-   * (Q8_0: data | scales). */
+  /* Rows of whole 32-weight blocks go to the device as they are, each part at
+   * its place, then zero rows up to n: no host copy of a large model's weights. */
+  if (type != GPU_Q8_0 && wk == k) return linear_direct(dev, parts, nparts, bias, nbias, out);
+  /* Otherwise padded with zero rows (and columns up to wk), in one host
+   * buffer (Q8_0: data | scales). */
   size_t count = n * wk, wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
   size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
   uint8_t *host = mem_alloc(wbytes + sbytes, 1);
-  float *b = mem_alloc(n + dual, sizeof *b);
-  int st = host && b ? 0 : STENO_ERR_NOMEM;
+  int st = host ? 0 : STENO_ERR_NOMEM;
   size_t at = 0; /* weights placed so far */
   for (int i = 0; !st && i < nparts; i++) {
     size_t c = (size_t)parts[i].rows * k;
@@ -131,15 +168,10 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
                (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
     at += (size_t)parts[i].rows * wk;
   }
-  if (!st && nbias) {
-    memcpy(b, bias, (nbias - dual) * sizeof *b);
-    memcpy(b + n, bias + (nbias - dual), dual * sizeof *b);
-  }
   if (!st) st = gpu_buffer_from(dev, host, wbytes, &out->w);
   if (!st && sbytes) st = gpu_buffer_from(dev, host + wbytes, sbytes, &out->scales);
-  if (!st) st = gpu_buffer_from(dev, b, (n + dual) * sizeof *b, &out->bias);
+  if (!st) st = linear_bias(dev, bias, nbias, out);
   free(host);
-  free(b);
   if (st) gpu_linear_free(out);
   return st;
 }

@@ -9,7 +9,8 @@
 #include "gpu/spirv.h"
 
 /* Uploads and downloads go through this much staging memory at a time. */
-#define STAGING_BYTES ((size_t)32 << 20)
+#define STAGING_BYTES ((size_t)64 << 20) /* two halves of 32 MiB */
+#define STAGING_HALF (STAGING_BYTES / 2)
 
 static int memory_type(const gpu_device *d, uint32_t bits, VkMemoryPropertyFlags want,
                        uint32_t *out) {
@@ -104,39 +105,50 @@ size_t gpu_buffer_size(const gpu_buffer *b) { return b->size; }
 size_t gpu_memory_used(const gpu_device *d) { return d->used; }
 size_t gpu_memory_peak(const gpu_device *d) { return d->peak; }
 
-/* Copies `bytes` between `b` at `offset` and the staging buffer (in either
- * direction), waiting for it. Called with the device lock held. */
-static int staged_copy(gpu_device *d, gpu_buffer *b, size_t offset, size_t bytes, bool to_device) {
+/* Starts a copy of `bytes` between `b` at `offset` and staging half `half`
+ * (in either direction) without waiting; its fence signals the end. Called
+ * with the device lock held, after the half's previous copy has ended. */
+static int staged_copy(gpu_device *d, gpu_buffer *b, size_t offset, size_t bytes, bool to_device,
+                       int half) {
+  VkCommandBuffer cb = d->xfer[half];
   VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  VkResult r = vkResetCommandBuffer(d->xfer, 0);
-  if (r == VK_SUCCESS) r = vkBeginCommandBuffer(d->xfer, &begin);
+  VkResult r = vkResetCommandBuffer(cb, 0);
+  if (r == VK_SUCCESS) r = vkBeginCommandBuffer(cb, &begin);
   if (r != VK_SUCCESS) return gpu_vk_error(r, "starting a transfer");
   /* Earlier work (kernels, transfers) on the queue finishes its writes first. */
   VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                             .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                             .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-  vkCmdPipelineBarrier(d->xfer, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       0, 1, &before, 0, NULL, 0, NULL);
-  VkBufferCopy region = {.srcOffset = to_device ? 0 : offset,
-                         .dstOffset = to_device ? offset : 0,
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                       &before, 0, NULL, 0, NULL);
+  size_t at = (size_t)half * STAGING_HALF;
+  VkBufferCopy region = {.srcOffset = to_device ? at : offset,
+                         .dstOffset = to_device ? offset : at,
                          .size = bytes};
-  vkCmdCopyBuffer(d->xfer, to_device ? d->staging->buf : b->buf,
-                  to_device ? b->buf : d->staging->buf, 1, &region);
+  vkCmdCopyBuffer(cb, to_device ? d->staging->buf : b->buf, to_device ? b->buf : d->staging->buf, 1,
+                  &region);
   VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                            .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_MEMORY_READ_BIT};
-  vkCmdPipelineBarrier(d->xfer, VK_PIPELINE_STAGE_TRANSFER_BIT,
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
                        &after, 0, NULL, 0, NULL);
-  r = vkEndCommandBuffer(d->xfer);
+  r = vkEndCommandBuffer(cb);
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                     .pCommandBuffers = &d->xfer};
-  if (r == VK_SUCCESS) r = vkResetFences(d->dev, 1, &d->xfer_fence);
-  if (r == VK_SUCCESS) r = vkQueueSubmit(d->queue, 1, &si, d->xfer_fence);
-  if (r == VK_SUCCESS) r = vkWaitForFences(d->dev, 1, &d->xfer_fence, VK_TRUE, UINT64_MAX);
+                     .pCommandBuffers = &cb};
+  if (r == VK_SUCCESS) r = vkResetFences(d->dev, 1, &d->xfer_fence[half]);
+  if (r == VK_SUCCESS) r = vkQueueSubmit(d->queue, 1, &si, d->xfer_fence[half]);
   if (r != VK_SUCCESS) return gpu_vk_error(r, "a buffer transfer");
   return 0;
+}
+
+/* Waits for half's copy if one was submitted (pending[half]). */
+static int staged_wait(gpu_device *d, bool *pending, int half) {
+  if (!pending[half]) return 0;
+  pending[half] = false;
+  VkResult r = vkWaitForFences(d->dev, 1, &d->xfer_fence[half], VK_TRUE, UINT64_MAX);
+  return r == VK_SUCCESS ? 0 : gpu_vk_error(r, "a buffer transfer");
 }
 
 static int check_range(const gpu_buffer *b, size_t offset, size_t bytes) {
@@ -147,18 +159,27 @@ static int check_range(const gpu_buffer *b, size_t offset, size_t bytes) {
   return 0;
 }
 
-/* Copies between host memory and b through the staging buffer, a piece at a time. */
+/* Copies between host memory and b through the staging buffer, half of it
+ * at a time: uploads fill one half while the other half's copy runs. */
 static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool to_device) {
   gpu_device *d = b->dev;
   int st = 0;
+  bool pending[2] = {false, false};
   pthread_mutex_lock(&d->lock);
-  for (size_t done = 0; done < bytes && !st;) {
-    size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
-    char *at = (char *)host + done;
-    if (to_device) memcpy(d->staging->map, at, n);
-    st = staged_copy(d, b, offset + done, n, to_device);
-    if (!st && !to_device) memcpy(at, d->staging->map, n);
+  for (size_t done = 0, i = 0; done < bytes && !st; i++) {
+    int half = (int)(i % 2);
+    size_t n = bytes - done < STAGING_HALF ? bytes - done : STAGING_HALF;
+    char *at = (char *)host + done, *stage = (char *)d->staging->map + (size_t)half * STAGING_HALF;
+    st = staged_wait(d, pending, half);
+    if (!st && to_device) memcpy(stage, at, n);
+    if (!st) st = staged_copy(d, b, offset + done, n, to_device, half);
+    pending[half] = !st;
+    if (!st && !to_device && !(st = staged_wait(d, pending, half))) memcpy(at, stage, n);
     done += n;
+  }
+  for (int half = 0; half < 2; half++) {
+    int w = staged_wait(d, pending, half);
+    if (!st) st = w;
   }
   pthread_mutex_unlock(&d->lock);
   return st ? st : gpu_check_valid(d);
@@ -383,12 +404,14 @@ static int device_create(gpu_device *d) {
   VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                     .commandPool = d->xfer_pool,
                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                    .commandBufferCount = 1};
-  r = vkAllocateCommandBuffers(d->dev, &ai, &d->xfer);
+                                    .commandBufferCount = 2};
+  r = vkAllocateCommandBuffers(d->dev, &ai, d->xfer);
   if (r != VK_SUCCESS) return gpu_vk_error(r, "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  r = vkCreateFence(d->dev, &fi, NULL, &d->xfer_fence);
-  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
+  for (int i = 0; i < 2; i++) {
+    r = vkCreateFence(d->dev, &fi, NULL, &d->xfer_fence[i]);
+    if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
+  }
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
   gpu_pcache_open(d);
@@ -471,7 +494,8 @@ void gpu_close(gpu_device *d) {
     gpu_buffer_free(d->staging);
     gpu_buffer_free(d->spare);
     gpu_buffer_free(d->scratch);
-    if (d->xfer_fence) vkDestroyFence(d->dev, d->xfer_fence, NULL);
+    for (int i = 0; i < 2; i++)
+      if (d->xfer_fence[i]) vkDestroyFence(d->dev, d->xfer_fence[i], NULL);
     if (d->xfer_pool) vkDestroyCommandPool(d->dev, d->xfer_pool, NULL);
     if (d->layout) vkDestroyPipelineLayout(d->dev, d->layout, NULL);
     if (d->set_layout) vkDestroyDescriptorSetLayout(d->dev, d->set_layout, NULL);
