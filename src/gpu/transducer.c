@@ -1,5 +1,5 @@
-/* Greedy transducer decoding on the GPU: per step four kernels (the joint,
- * the pick, one LSTM dispatch per layer, the predictor projection), recorded
+/* Greedy transducer decoding on the GPU: per step the joint and pick (one
+ * dispatch), one LSTM dispatch per layer and the predictor projection, recorded
  * in chunks of steps; each kernel does nothing once the search is done, so a
  * chunk may run past the end. */
 #include "gpu/transducer.h"
@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 
-enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_WORDS };
+enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT, ST_WORDS };
 /* Steps in the first chunk; each next chunk doubles, up to the last. */
 enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
 
@@ -92,7 +92,7 @@ static void record_predict(gpu_transducer *g) {
   for (uint32_t l = 0; l < L; l++) {
     uint32_t push[3] = {H, l, L};
     gpu_buffer *b[] = {g->state, g->embed, g->wx[l], g->wh[l], g->b[l], g->h, g->c};
-    gpu_dispatch(g->rec, lstm, b, 7, push, sizeof push, (H + 7) / 8, 1, 1);
+    gpu_dispatch(g->rec, lstm, b, 7, push, sizeof push, (H + 3) / 4, 1, 1); /* 4 units each */
   }
   uint32_t push[3] = {H, (uint32_t)g->joint, L};
   gpu_buffer *b[] = {g->state, g->pred_w, g->pred_b, g->h, g->p};
@@ -102,14 +102,11 @@ static void record_predict(gpu_transducer *g) {
 static void record_steps(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride, int n) {
   uint32_t R = (uint32_t)(g->vocab + g->n_dur);
   gpu_kernel *joint = gpu_rec_kernel(g->rec, "rnnt_joint", NULL, 0);
-  gpu_kernel *pick = gpu_rec_kernel(g->rec, "rnnt_pick", NULL, 0);
-  uint32_t jp[4] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act};
-  uint32_t pp[4] = {t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols};
-  gpu_buffer *jb[] = {g->state, enc, g->p, g->out_w, g->out_b, g->logits};
-  gpu_buffer *pb[] = {g->state, g->logits, g->dur, g->out};
+  uint32_t push[8] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
+                      t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols};
+  gpu_buffer *b[] = {g->state, enc, g->p, g->out_w, g->out_b, g->logits, g->dur, g->out};
   for (int i = 0; i < n; i++) {
-    gpu_dispatch(g->rec, joint, jb, 6, jp, sizeof jp, (R + 31) / 32, 1, 1);
-    gpu_dispatch(g->rec, pick, pb, 4, pp, sizeof pp, 1, 1, 1);
+    gpu_dispatch(g->rec, joint, b, 8, push, sizeof push, (R + 31) / 32, 1, 1);
     record_predict(g);
   }
 }

@@ -1,6 +1,6 @@
 /* Greedy transducer decoding on the GPU (RNN-T and TDT): the search of
  * decode/transducer.c's transducer_greedy with the LSTM predictor, the joint
- * and each step's choice in kernels (rnnt_*.comp), so the weights stay on the
+ * and each step's choice in kernels (rnnt_joint, rnnt_lstm, rnnt_pred.comp), so the weights stay on the
  * device and the host only looks, every few hundred steps, whether the
  * search has ended. */
 #ifndef STENO_GPU_TRANSDUCER_H

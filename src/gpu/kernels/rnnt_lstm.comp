@@ -1,6 +1,6 @@
 #version 450
 // rnnt_lstm: one LSTM layer of the transducer's predictor, fed the token the
-// search just emitted (rnnt_pick.comp's state[4]; nothing otherwise), as
+// search just emitted (rnnt_joint.comp's state[4]; nothing otherwise), as
 // decode/transducer.c's predict(): gates = (b + Wx·x) + Wh·h, in order i, f,
 // g, o; c' = f·c + i·g; h' = o·tanh(c').
 // state  uint (binding 0): [0] done, [4] emit, [5] cur, [6] tok
@@ -10,11 +10,12 @@
 // b      f32 (binding 4): [4·hidden] (bias_ih + bias_hh)
 // h, c   f32 (bindings 5, 6): [2][layers][hidden]: copy cur is read, copy
 //        cur ^ 1 written (layer l > 0 reads layer l − 1 there)
-// A workgroup of 256 takes 8 units: their 32 gate rows, 8 invocations per
-// row (neighbours read neighbouring words), partial sums added in shared
-// memory, where the four gates of a unit meet for the cell update.
-// hidden ≤ 2048.
-layout(local_size_x = 8, local_size_y = 32) in;
+// A workgroup of 256 takes U = 4 units: their 16 gate rows, LN = 16
+// invocations per row (neighbours read neighbouring words), partial sums
+// added in shared memory, where the four gates of a unit meet for the cell
+// update. hidden ≤ 2048.
+layout(local_size_x = 16, local_size_y = 16) in;
+const uint U = 4, LN = 16;
 
 layout(std430, binding = 0) readonly buffer State { uint state[]; };
 layout(std430, binding = 1) readonly buffer Embed { float embed[]; };
@@ -28,36 +29,36 @@ layout(push_constant) uniform Push {
   uint hidden, layer, layers;
 } pc;
 
-shared float xs[2048], hs[2048], px[32][8], ph[32][8], gate[4][8];
+shared float xs[2048], hs[2048], px[4 * U][LN], ph[4 * U][LN], gate[4][U];
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
 void main() {
   if (state[0] != 0 || state[4] == 0) return;
   uint H = pc.hidden, L = pc.layers, l = pc.layer, cur = state[5], nxt = cur ^ 1u;
-  uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * 8 + lane;
+  uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * LN + lane;
   for (uint i = me; i < H; i += 256) {
     xs[i] = l == 0 ? embed[state[6] * H + i] : h[(nxt * L + l - 1) * H + i];
     hs[i] = h[(cur * L + l) * H + i];
   }
   barrier();
-  uint k = y / 8, u = y % 8, j = gl_WorkGroupID.x * 8 + u, row = k * H + j;
+  uint k = y / U, u = y % U, j = gl_WorkGroupID.x * U + u, row = k * H + j;
   float s1 = 0.0, s2 = 0.0;
   if (j < H) {
-    for (uint i = lane; i < H; i += 8) s1 += wx[row * H + i] * xs[i];
-    for (uint i = lane; i < H; i += 8) s2 += wh[row * H + i] * hs[i];
+    for (uint i = lane; i < H; i += LN) s1 += wx[row * H + i] * xs[i];
+    for (uint i = lane; i < H; i += LN) s2 += wh[row * H + i] * hs[i];
   }
   px[y][lane] = s1;
   ph[y][lane] = s2;
   barrier();
   if (lane == 0 && j < H) {
     float a = 0.0, c2 = 0.0;
-    for (uint i = 0; i < 8; i++) a += px[y][i], c2 += ph[y][i];
+    for (uint i = 0; i < LN; i++) a += px[y][i], c2 += ph[y][i];
     gate[k][u] = (b[row] + a) + c2;
   }
   barrier();
-  if (y >= 8 || lane != 0) return;
-  j = gl_WorkGroupID.x * 8 + y;
+  if (y >= U || lane != 0) return;
+  j = gl_WorkGroupID.x * U + y;
   if (j >= H) return;
   float ig = sigmoid(gate[0][y]), fg = sigmoid(gate[1][y]), gg = tanh(gate[2][y]),
         og = sigmoid(gate[3][y]);

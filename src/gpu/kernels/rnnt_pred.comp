@@ -1,6 +1,6 @@
 #version 450
 // rnnt_pred: the joint's predictor projection of the LSTM's new output, when
-// the search emitted a token (rnnt_pick.comp's state[4]):
+// the search emitted a token (rnnt_joint.comp's state[4]):
 //   p[j] = b[j] + Σ_i w[j][i]·h[cur ^ 1][layers − 1][i]
 // state  uint (binding 0): [0] done, [4] emit, [5] cur
 // w      f32 (binding 1): the projection, [joint][hidden]
