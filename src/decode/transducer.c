@@ -140,6 +140,10 @@ static float confidence(const float *x, int n) {
   return (float)(1.0 - ent / log((double)n));
 }
 
+long transducer_max_steps(int max_symbols, long t) {
+  return max_symbols > 0 ? max_symbols * t - 1 : 16 * t + 1024;
+}
+
 int transducer_greedy(const transducer *m, const float *enc, int t, int stride, dec_tokens *out) {
   if (m->layers < 1 || m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
     return err_set(STENO_ERR_INVALID, "transducer with %d layers, %d classes", m->layers, m->vocab);
@@ -173,8 +177,7 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
   bool tdt = m->durations != NULL;
   int blank = m->vocab - 1, cap = m->max_symbols;
   int st = 0, symbols = 0, step = 0;
-  /* As transformers' generate: at most max_symbols · t steps in all. */
-  long steps = cap > 0 ? (long)cap * t - 1 : 16L * t + 1024;
+  long steps = transducer_max_steps(cap, t);
   /* The start token is blank, whose embedding row is zero in published models. */
   predict(m, &s, blank);
   while (step < t && !st && steps-- > 0) {

@@ -30,6 +30,11 @@ typedef struct {
                   online CPU (at most 16), 1 = the caller only; same result either way */
 } transducer;
 
+/* The most decoding steps a search over t frames makes (as transformers'
+ * generate: max_symbols · t in all, counted as transducer_greedy counts them);
+ * ≤ 0: none. The GPU search (gpu/transducer.c) keeps the same bound. */
+long transducer_max_steps(int max_symbols, long t);
+
 /* Greedy decoding over `t` frames of enc [t][stride] (the joint's encoder
  * projection, bias included), as transformers' ParakeetForRNNT/TDT.generate:
  * the predictor starts from the blank token; TDT when durations are set (a

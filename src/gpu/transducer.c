@@ -123,9 +123,8 @@ static int fit(gpu_transducer *g, uint32_t room) {
 
 int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
                           dec_tokens *out) {
-  /* As transducer_greedy: at most max_symbols · t steps in all. */
-  uint64_t steps = g->max_symbols > 0 ? (uint64_t)g->max_symbols * t - (t > 0)
-                                      : 16 * (uint64_t)t + 1024;
+  long bound = transducer_max_steps(g->max_symbols, (long)t);
+  uint64_t steps = bound > 0 ? (uint64_t)bound : 0;
   if (steps > (1u << 26) || (uint64_t)t * stride > gpu_buffer_size(enc) / sizeof(float))
     return err_set(STENO_ERR_INVALID, "transducer search over %u frames of %u", t, stride);
   uint32_t room = steps > 0 ? (uint32_t)steps : 1;
