@@ -198,5 +198,35 @@ check "list no longer shows it" eval '! grep -q "^parakeet-v3" "$tmp/out"'
 rc=$?
 check "rm of a model not there: exit 1" eval '[ $rc -eq 1 ] && grep -q "not downloaded" "$tmp/err"'
 
+# 10. list on an odd cache (hf, a crash or a hand edit can leave any of these): the
+# longest names a file system takes, a quantization too long to be one, a dangling
+# link, a snapshot that is a file, refs/main a FIFO, no snapshots at all.
+odd=$tmp/odd
+org=$(printf 'o%.0s' $(seq 100)) name=$(printf 'n%.0s' $(seq 145))
+long_repo=$odd/models--$org--$name
+long_file=$(printf 'f%.0s' $(seq 91)).gguf
+long_quant=parakeet-tdt-0.6b-v3-$(printf 'Q%.0s' $(seq 68)).gguf
+v3dir=$odd/models--handy-computer--parakeet-tdt-0.6b-v3-gguf
+mkdir -p "$long_repo/snapshots/$(printf 'c%.0s' $(seq 250))" "$v3dir/snapshots/s1" "$v3dir/refs" \
+  "$odd/models--only--folder" "$odd/models--nosep/snapshots/s" "$odd/models--snaps--file"
+cp "$fixture" "$long_repo/snapshots/$(printf 'c%.0s' $(seq 250))/$long_file"
+head -c 999 /dev/urandom >"$v3dir/snapshots/s1/$long_quant"
+ln -s ../../blobs/gone "$v3dir/snapshots/s1/parakeet-tdt-0.6b-v3-F16.gguf"
+echo x >"$v3dir/snapshots/s2"
+mkfifo "$v3dir/refs/main"
+echo x >"$odd/models--snaps--file/snapshots"
+HF_HUB_CACHE=$odd timeout 60 "$steno" list >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "odd cache: list exits 0 (no crash, no hang on a FIFO)" [ $rc -eq 0 ]
+check "odd cache: a quantization too long to type is listed by its full name" \
+  grep -Eq "^handy-computer/parakeet-tdt-0.6b-v3-gguf/$long_quant +999 B " "$tmp/out"
+check "odd cache: a dangling link is listed as missing" grep -Eq "^parakeet-v3:F16 +missing " "$tmp/out"
+check "odd cache: the longest repository and file names are listed in full" \
+  grep -q "^$org/$name/$long_file " "$tmp/out"
+HF_HUB_CACHE=$odd timeout 60 "$steno" run parakeet-v3:F16 "$tmp/clip.wav" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "odd cache: run of a dangling link says it is not downloaded" \
+  eval '[ $rc -eq 1 ] && grep -q "steno pull parakeet-v3:F16" "$tmp/err"'
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -158,15 +159,18 @@ static int parse_ref(const char *cmd, const char *arg, hub_ref *ref) {
 
 /* ---- the cache ---- */
 
-/* The commit that refs/main names, or "" (huggingface_hub writes it without a newline). */
+/* The commit that refs/main names, or "" (huggingface_hub writes it without a newline).
+ * Only a regular file is read: a FIFO there would block `steno list` for ever. */
 static void main_commit(const char *dir, char commit[48]) {
   char path[PATH_MAX];
+  struct stat s;
   commit[0] = 0;
   if (hub_path(path, sizeof path, "%s/refs/main", dir)) return;
-  FILE *f = fopen(path, "rb");
-  if (!f) return;
-  size_t n = fread(commit, 1, 47, f);
-  fclose(f);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t got = fstat(fd, &s) || !S_ISREG(s.st_mode) ? -1 : read(fd, commit, 47);
+  close(fd);
+  size_t n = got > 0 ? (size_t)got : 0;
   while (n && isspace((unsigned char)commit[n - 1])) n--;
   commit[n] = 0;
   if (strchr(commit, '/') || commit[0] == '.') commit[0] = 0;
@@ -262,7 +266,7 @@ const char *hub_resolve(const char *arg) {
 /* ---- steno list ---- */
 
 typedef struct {
-  char name[300], path[PATH_MAX];
+  char name[520], path[PATH_MAX]; /* name: repo (255) / file (255) in full */
   long long size; /* -1: the blob is missing */
   int main;       /* in refs/main's snapshot */
 } listed;
@@ -272,16 +276,24 @@ typedef struct {
   size_t n, cap;
 } listing;
 
+/* Whether s[0..n) could follow ':' in a name (parse_ref's QUANT). */
+static int is_quant(const char *s, size_t n) {
+  if (!n || n >= 24) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && s[i] != '_') return 0;
+  return 1;
+}
+
 /* What users type for this file: the short name (":QUANT" unless Q8_0) or the full name. */
 static void display_name(char *buf, size_t cap, const char *repo, const char *file) {
   const registry_model *m = registry_by_repo(repo);
-  size_t n = m ? strlen(m->slug) : 0;
-  if (m && !strncmp(file, m->slug, n) && file[n] == '-' && !strchr(file, '/')) {
-    char quant[64];
-    snprintf(quant, sizeof quant, "%s", file + n + 1);
-    *strrchr(quant, '.') = 0; /* valid files end in .gguf */
-    if (!strcmp(quant, REGISTRY_QUANT)) snprintf(buf, cap, "%s", m->name);
-    else snprintf(buf, cap, "%s:%s", m->name, quant);
+  size_t n = m ? strlen(m->slug) : 0, len = strlen(file);
+  int ours = m && len > n + 6 && !strncmp(file, m->slug, n) && file[n] == '-' && !strchr(file, '/');
+  const char *quant = ours ? file + n + 1 : "";
+  size_t qn = ours ? len - n - 6 : 0; /* valid files end in .gguf */
+  if (ours && is_quant(quant, qn)) {
+    if (qn == strlen(REGISTRY_QUANT) && !strncmp(quant, REGISTRY_QUANT, qn)) snprintf(buf, cap, "%s", m->name);
+    else snprintf(buf, cap, "%s:%.*s", m->name, (int)qn, quant);
   } else {
     snprintf(buf, cap, "%s/%s", repo, file);
   }
@@ -305,14 +317,14 @@ static int add_listed(listing *l, const char *name, const char *path, int is_mai
   struct stat s;
   snprintf(e->name, sizeof e->name, "%s", name);
   snprintf(e->path, sizeof e->path, "%s", path);
-  e->size = stat(path, &s) ? -1 : (long long)s.st_size;
+  e->size = stat(path, &s) || !S_ISREG(s.st_mode) ? -1 : (long long)s.st_size;
   e->main = is_main;
   return 0;
 }
 
 /* The .gguf files at the top of each snapshot of models--org--name. */
 static int list_repo(listing *l, const char *root, const char *folder) {
-  char repo[256], dir[PATH_MAX], snaps[PATH_MAX], snap[PATH_MAX], path[PATH_MAX], name[300], commit[48];
+  char repo[256], dir[PATH_MAX], snaps[PATH_MAX], snap[PATH_MAX], path[PATH_MAX], name[520], commit[48];
   const char *org = folder + 8, *sep = strstr(org, "--");
   if (!sep || hub_path(dir, sizeof dir, "%s/%s", root, folder) ||
       hub_path(snaps, sizeof snaps, "%s/snapshots", dir))
