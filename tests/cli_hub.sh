@@ -28,7 +28,10 @@ for tool in python3 sha256sum; do
   command -v $tool >/dev/null || { echo "cli_hub: $tool is missing" >&2; exit 1; }
 done
 fixture=$src/tests/fixtures/parakeet_ctc_tiny.gguf
-for f in flaky norange stubborn corrupt; do head -c 300000 /dev/urandom >"$tmp/$f.bin"; done
+for f in flaky norange stubborn corrupt liar; do head -c 300000 /dev/urandom >"$tmp/$f.bin"; done
+mkdir -p "$tmp/hf/hub"
+# More than the cache's file system has free (read now; 1 GB more allows for others' writes).
+too_big=$(( $(df -B1 --output=avail "$tmp/hf/hub" | tail -n 1) + 1000000000 ))
 v3=handy-computer/parakeet-tdt-0.6b-v3-gguf
 python3 "$src/tests/fake_hub.py" --port-file "$tmp/port" --log "$tmp/log" --timeout 600 \
   --rename test/old-gguf=test/new-gguf \
@@ -37,7 +40,10 @@ python3 "$src/tests/fake_hub.py" --port-file "$tmp/port" --log "$tmp/log" --time
   "test/norange-gguf/norange-Q8_0.gguf=$tmp/norange.bin:norange" \
   "test/stubborn-gguf/stubborn-Q8_0.gguf=$tmp/stubborn.bin:stubborn" \
   "test/corrupt-gguf/corrupt-Q8_0.gguf=$tmp/corrupt.bin:corrupt" \
-  "test/new-gguf/sub/model.gguf=$fixture" "test/git-gguf/small.gguf=$tmp/flaky.bin:git" &
+  "test/new-gguf/sub/model.gguf=$fixture" "test/git-gguf/small.gguf=$tmp/flaky.bin:git" \
+  "test/huge-gguf/huge-Q8_0.gguf=$fixture:size=1000000000000000" \
+  "test/negative-gguf/negative-Q8_0.gguf=$fixture:size=-5" "test/garbage-gguf/garbage-Q8_0.gguf=$fixture:size=12abc" \
+  "test/full-gguf/full-Q8_0.gguf=$fixture:size=$too_big" "test/more-gguf/more-Q8_0.gguf=$tmp/liar.bin:size=150000" &
 hub_pid=$!
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || { echo "cli_hub: the fake hub did not start" >&2; exit 1; }
@@ -179,6 +185,24 @@ check "pull without a name is a usage error" [ $? -eq 2 ]
 "$steno" pull --help >"$tmp/out" 2>&1
 rc=$?
 check "pull --help" eval '[ $rc -eq 0 ] && grep -q "usage: steno pull" "$tmp/out"'
+
+# 8b. Sizes a hub must not be trusted with: refused before a byte is fetched, nothing
+# left in the cache; a hub that sends more than it declared is cut off at the size.
+for bad in "huge:no model is that large" "negative:an unreadable size" "garbage:an unreadable size" \
+  "full:must stay free"; do
+  what=${bad%%:*}
+  pull test/$what-gguf
+  rc=$?
+  check "declared size ($what): exit 1, '${bad#*:}'" eval '[ $rc -eq 1 ] && grep -q "${bad#*:}" "$tmp/err"'
+  check "declared size ($what): no GET of the bytes" [ "$(count_gets test/$what-gguf/$what-Q8_0.gguf)" = 0 ]
+  check "declared size ($what): nothing in blobs" no_files "$cache/models--test--$what-gguf/blobs"
+done
+pull test/more-gguf
+rc=$?
+part=$(ls "$cache"/models--test--more-gguf/blobs/*.incomplete 2>/dev/null)
+check "more bytes than declared: exit 1, says so" eval '[ $rc -eq 1 ] && grep -q "more than the file" "$tmp/err"'
+check "more bytes than declared: no more written than declared" \
+  eval '[ "$(stat -c %s "$part" 2>/dev/null || echo 0)" -le 150000 ] && no_files "$cache/models--test--more-gguf/snapshots"'
 
 # 9. rm: a blob stays while another file links it, goes with the last one.
 pull parakeet-v3:F16

@@ -14,6 +14,8 @@ EntryNotFound. Each file can misbehave on purpose (MODE):
   norange   drop, and Range is ignored: always 200 with the whole file
   git       a small file kept in git, not LFS: no redirect, the bytes come from the
             resolve URL itself, and the ETag is git's blob sha1
+  size=TEXT X-Linked-Size says TEXT (a lie: huge, negative, garbage, or smaller than
+            the bytes, which are served whole)
 --rename OLD=NEW answers OLD's URLs with a relative 307 to NEW's, as the hub does for a
 renamed repository. GET /control/commit moves main to a new commit.
 Every request is logged as one JSON line: method, path, range.
@@ -27,6 +29,7 @@ import http.server
 import json
 import os
 import socket
+import sys
 import threading
 
 
@@ -116,7 +119,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         host = "http://%s:%d" % self.server.server_address[:2]
         self.reply(302, commit + [
             ("X-Linked-Etag", '"%s"' % sha),
-            ("X-Linked-Size", str(len(data))),
+            ("X-Linked-Size", mode[5:] if mode.startswith("size=") else str(len(data))),
             ("ETag", 'W/"%s"' % hashlib.sha1(data).hexdigest()),
             ("Location", "%s/cdn/%s/%s" % (host, repo, file)),
         ])
@@ -160,11 +163,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client hanging up mid-answer is what some tests do on purpose.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def main():
     args = parse_args()
     Handler.hub = Hub(args)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", 0), Handler)
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(server.server_address[1]))

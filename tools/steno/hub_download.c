@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,12 +29,18 @@
 
 enum { max_tries = 3, max_hops = 5 };
 
+/* No speech model comes near 1 TiB: a larger declared size is a broken or hostile hub,
+ * refused before a byte is written. */
+static const long long max_size = 1LL << 40;
+/* What must stay free on the cache's file system after a download. */
+static const long long space_margin = 256LL << 20;
+
 /* What one HTTP answer said (the last one, after redirects). */
 typedef struct {
   long status;
   char commit[48], etag[80], error_code[64];
   char location[4096];
-  long long linked_size, length, range_start; /* -1 when absent */
+  long long linked_size, length, range_start; /* -1 when absent, -2 when not a number */
   int too_long;                               /* a header did not fit */
 } answer;
 
@@ -57,9 +64,9 @@ static void take(char *dst, size_t cap, const char *v, size_t n, int *too_long) 
 
 static long long number(const char *v, size_t n) {
   long long x = 0;
-  if (!n || n > 18) return -1;
+  if (!n || n > 18) return -2;
   for (size_t i = 0; i < n; i++) {
-    if (!isdigit((unsigned char)v[i])) return -1;
+    if (!isdigit((unsigned char)v[i])) return -2;
     x = x * 10 + (v[i] - '0');
   }
   return x;
@@ -210,9 +217,16 @@ static int head(const char *endpoint, const hub_ref *ref, remote *out) {
             ref->repo, ref->file);
     return 1;
   }
-  out->size = a.linked_size >= 0 ? a.linked_size : a.status < 300 ? a.length : -1;
-  if (out->size < 0) {
-    fprintf(stderr, "steno pull: %s gave no size for %s/%s\n", endpoint, ref->repo, ref->file);
+  out->size = a.linked_size != -1 ? a.linked_size : a.status < 300 ? a.length : -1;
+  if (out->size < 0 || out->size > max_size) {
+    char human[24];
+    hub_human(human, sizeof human, out->size);
+    if (out->size > max_size)
+      fprintf(stderr, "steno pull: %s says %s/%s is %s: no model is that large, refusing it\n",
+              endpoint, ref->repo, ref->file, human);
+    else
+      fprintf(stderr, "steno pull: %s gave %s size for %s/%s\n", endpoint,
+              out->size == -1 ? "no" : "an unreadable", ref->repo, ref->file);
     return 1;
   }
   memcpy(out->commit, a.commit, sizeof out->commit);
@@ -454,6 +468,27 @@ done:
   return st;
 }
 
+/* Whether what is left to download fits in the free space of the blobs folder with
+ * space_margin to spare: a disk filled halfway through fails late, and starves every
+ * other program on the machine meanwhile. */
+static int check_space(const char *blobs, const char *blob, const remote *rm, const hub_ref *ref) {
+  char part[4200], need_s[24], free_s[24], margin_s[24];
+  struct stat s;
+  struct statvfs v;
+  if (hub_path(part, sizeof part, "%s.incomplete", blob)) return 1;
+  long long have = stat(part, &s) || s.st_size > rm->size ? 0 : (long long)s.st_size;
+  long long need = rm->size - have;
+  if (statvfs(blobs, &v) || !v.f_frsize) return 0; /* cannot tell: a failed write will say */
+  unsigned long long avail = (unsigned long long)v.f_bavail;
+  if (avail >= (unsigned long long)(need + space_margin) / v.f_frsize + 1) return 0;
+  hub_human(need_s, sizeof need_s, need);
+  hub_human(free_s, sizeof free_s, (long long)(avail * v.f_frsize));
+  hub_human(margin_s, sizeof margin_s, space_margin);
+  fprintf(stderr, "steno pull: %s needs %s but %s has %s free (and %s must stay free): make room, "
+          "or set HF_HUB_CACHE to a larger disk\n", ref->file, need_s, blobs, free_s, margin_s);
+  return 1;
+}
+
 /* snapshots/<commit>/<file> -> ../../blobs/<etag> (one more ../ per folder in file),
  * made under a temporary name and renamed over the old link. */
 static int link_snapshot(const char *repo_dir, const remote *rm, const hub_ref *ref, char **path) {
@@ -541,7 +576,8 @@ int hub_download(const char *root, const hub_ref *ref, char **path) {
   if (lock < 0) return 1;
   struct stat s;
   int st = 0;
-  if (stat(blob, &s) || s.st_size != rm.size) st = download_blob(blob, &rm, ref);
+  if (stat(blob, &s) || s.st_size != rm.size)
+    st = check_space(blobs, blob, &rm, ref) || download_blob(blob, &rm, ref);
   else fprintf(stderr, "%s/%s is already here\n", ref->repo, ref->file);
   close(lock);
   if (st || link_snapshot(repo_dir, &rm, ref, path)) return 1;
