@@ -53,6 +53,20 @@ check "standard input" cmp -s "$tmp/file.txt" "$tmp/pipe.txt"
 "$steno" run "$m" - <"$tmp/clip.m4a" >"$tmp/pipe.txt" 2>"$tmp/err"
 check "m4a on standard input" test -s "$tmp/pipe.txt"
 
+# ---- inputs that name other files or the network: refused at once ----
+# An SDP file would have FFmpeg wait for RTP on UDP; a playlist or a concat list reads what it names.
+printf 'v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 5004 RTP/AVP 0\n' >"$tmp/sdp.wav"
+printf '#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:3,\nclip.wav\n#EXTINF:3,\nhttp://127.0.0.1:1/a.ts\n#EXT-X-ENDLIST\n' \
+  >"$tmp/hls.mp3"
+printf "ffconcat version 1.0\nfile 'clip.wav'\n" >"$tmp/list.wav"
+for f in sdp.wav hls.mp3 list.wav; do
+  timeout 10 "$steno" run "$m" "$tmp/$f" >"$tmp/out.txt" 2>"$tmp/err"
+  check "$f refused" test $? -eq 1 -a ! -s "$tmp/out.txt"
+  check "$f: says why" grep -q "$f: .* input is not allowed: it can open other files or the network" "$tmp/err"
+  timeout 10 "$steno" run "$m" - <"$tmp/$f" >"$tmp/out.txt" 2>"$tmp/err"
+  check "$f on standard input refused" test $? -eq 1 -a ! -s "$tmp/out.txt"
+done
+
 # ---- a long recording: pieces, JSON, subtitles ----
 # 150 s: the clip with pauses of 0.4-1.6 s, and 20 s of silence in the middle.
 i=0

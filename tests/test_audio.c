@@ -4,10 +4,12 @@
  * by cross-correlation where a codec is); channels are averaged; reading in
  * small pieces, from memory or as a whole gives the same samples; and bad
  * files (empty, not audio, no audio stream, 0 Hz, too many channels, a cut
- * off m4a) fail with a message. */
+ * off m4a) fail with a message; SDP files, playlists and concat lists are
+ * refused before FFmpeg opens what they name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audio/decode.h"
 #include "audio_test.h"
@@ -192,6 +194,31 @@ static void test_bad_files(void) {
     expect_fail(path_of("cut.m4a"), STENO_ERR_FORMAT, "cut.m4a");
 }
 
+/* Files that describe other resources instead of holding media, named as
+ * audio: refused at once, before FFmpeg opens anything (an SDP file would
+ * have it wait for RTP on UDP, a playlist or a concat list read the files or
+ * URLs they name). SIGALRM ends the test if any of them waits. */
+static void test_refused_inputs(void) {
+  static const struct {
+    const char *file, *text, *format;
+  } refused[] = {
+      {"sdp.wav", "v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\n"
+                  "m=audio 5004 RTP/AVP 0\na=rtpmap:0 PCMU/8000\n", "sdp"},
+      {"hls.mp3", "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:3,\nref.wav\n#EXTINF:3,\n"
+                  "http://127.0.0.1:1/a.ts\n#EXT-X-ENDLIST\n", "hls"},
+      {"list.wav", "ffconcat version 1.0\nfile 'ref.wav'\n", "concat"},
+      {"list.ffconcat", "ffconcat version 1.0\nfile 'ref.wav'\nfile 'http://127.0.0.1:1/a.wav'\n", "concat"},
+  };
+  alarm(20);
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char why[64];
+    snprintf(why, sizeof why, "%s input is not allowed", refused[i].format);
+    write_bytes(path_of(refused[i].file), refused[i].text, strlen(refused[i].text));
+    expect_fail(path_of(refused[i].file), STENO_ERR_UNSUPPORTED, why);
+  }
+  alarm(0);
+}
+
 /* A header that claims 4 GB of samples over 1 s of them: the file is read as
  * it is, nothing is allocated for the claim. */
 static void test_lying_header(void) {
@@ -216,6 +243,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) test_format(&formats[i]);
   test_reads();
   test_bad_files();
+  test_refused_inputs();
   test_lying_header();
   free(speech);
   free(expect);

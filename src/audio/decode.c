@@ -10,6 +10,7 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/avstring.h>
 #include <libswresample/swresample.h>
 
 #include "base/error.h"
@@ -140,7 +141,51 @@ static int refuse_open(AVFormatContext *s, AVIOContext **pb, const char *url, in
   return AVERROR(EPERM);
 }
 
+/* Demuxers whose input is a description of other resources, not media: an
+ * SDP file starts RTP over UDP, playlists and manifests (HLS, DASH, IMF) and
+ * concat lists name other files or URLs, image2 expands a file name pattern,
+ * lavfi and the script readers run what they read. Refused by name after
+ * probing, before the demuxer reads anything; those with AVFMT_NOFILE (RTP,
+ * RTSP, SAP, devices) ignore our bytes and open their own. A deny list, not
+ * an allow list of containers: the other two guards (refuse_open above,
+ * NO_PROTOCOL below) already stop a demuxer we do not name from opening
+ * anything, while an allow list would refuse real media FFmpeg reads. */
+static const char *const opens_others[] = {
+    "sdp", "rtp", "rtsp", "sap", "hls", "applehttp", "dash", "imf", "concat",
+    "image2", "lavfi", "avisynth", "vapoursynth",
+};
+
+static bool opens_other_resources(const AVInputFormat *f) {
+  if (f->flags & AVFMT_NOFILE) return true;
+  for (size_t i = 0; i < sizeof opens_others / sizeof *opens_others; i++)
+    if (av_match_name(opens_others[i], f->name)) return true;
+  return false;
+}
+
+/* A protocol name that matches none: a nested context FFmpeg opens by itself
+ * (SDP's RTP sessions, a playlist's segments) inherits this whitelist and
+ * may use no protocol at all, file and network alike. */
+#define NO_PROTOCOL "none"
+
 /* ---- opening ---- */
+
+/* Probing or opening the container failed: why, in the user's words. */
+static int open_failed(steno_audio *a, int e) {
+  if (a->src.io_errno) return err_set(STENO_ERR_IO, "%s: read error: %s", a->name, strerror(a->src.io_errno));
+  if (a->src.bytes == 0) return err_set(STENO_ERR_FORMAT, "%s: empty file", a->name);
+  return ff_fail(STENO_ERR_FORMAT, e, "%s: not an audio or video file FFmpeg can read", a->name);
+}
+
+/* Which demuxer FFmpeg would pick for our bytes, refused when it opens
+ * other resources. The probe rewinds from its own buffer, so a pipe works. */
+static int probe_format(steno_audio *a, const char *probe_name, const AVInputFormat **fmt) {
+  int e = av_probe_input_buffer2(a->io, fmt, probe_name, NULL, 0, 0);
+  if (e < 0) return open_failed(a, e);
+  if (opens_other_resources(*fmt))
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: %s input is not allowed: it can open other files or the network",
+                   a->name, (*fmt)->name);
+  return 0;
+}
 
 static int open_container(steno_audio *a, const char *probe_name) {
   unsigned char *buf = av_malloc(IO_BUFFER);
@@ -151,15 +196,17 @@ static int open_container(steno_audio *a, const char *probe_name) {
     av_free(buf);
     return err_set(STENO_ERR_NOMEM, "%s: out of memory", a->name);
   }
+  const AVInputFormat *format = NULL;
+  TRY(probe_format(a, probe_name, &format));
   if (!(a->fmt = avformat_alloc_context())) return err_set(STENO_ERR_NOMEM, "%s: out of memory", a->name);
   a->fmt->pb = a->io;
   a->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
   a->fmt->io_open = refuse_open;
-  int e = avformat_open_input(&a->fmt, probe_name, NULL, NULL); /* frees fmt on failure */
-  if (e < 0 && a->src.io_errno)
-    return err_set(STENO_ERR_IO, "%s: read error: %s", a->name, strerror(a->src.io_errno));
-  if (e < 0 && a->src.bytes == 0) return err_set(STENO_ERR_FORMAT, "%s: empty file", a->name);
-  if (e < 0) return ff_fail(STENO_ERR_FORMAT, e, "%s: not an audio or video file FFmpeg can read", a->name);
+  AVDictionary *opts = NULL;
+  av_dict_set(&opts, "protocol_whitelist", NO_PROTOCOL, 0);
+  int e = avformat_open_input(&a->fmt, probe_name, format, &opts); /* frees fmt on failure */
+  av_dict_free(&opts);
+  if (e < 0) return open_failed(a, e);
   if ((e = avformat_find_stream_info(a->fmt, NULL)) < 0)
     return ff_fail(STENO_ERR_FORMAT, e, "%s: cannot read its streams", a->name);
   return 0;

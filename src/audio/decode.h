@@ -8,8 +8,9 @@
  * decode.c; this header adds what the library and tests need besides.
  *
  * Bytes come only from the file (or memory) given: FFmpeg is never handed a
- * URL, and a demuxer that wants to open other files (playlists, concat) is
- * refused. FFmpeg's log goes to steno's (errors at info, the rest at debug),
+ * URL, may use no protocol, and a demuxer that opens other files or the
+ * network (SDP, playlists, concat lists) is refused once probed, before it
+ * reads anything. FFmpeg's log goes to steno's (errors at info, the rest at debug),
  * which is process-wide: av_log_set_callback is set on the first open. */
 #ifndef STENO_AUDIO_DECODE_H
 #define STENO_AUDIO_DECODE_H
