@@ -2,7 +2,20 @@
  *
  * The public C API of libsteno. Every function that can fail returns a status
  * (STENO_OK or one of the STENO_ERR_* codes); steno_last_error() then gives a
- * message that says what went wrong, for the calling thread. */
+ * message that says what went wrong, for the calling thread.
+ *
+ * The library takes its settings from its params structs, not from the
+ * environment (the CLI maps STENO_DEVICE, STENO_FAST, STENO_CACHE_DIR,
+ * STENO_PIPELINE_CACHE, STENO_PROBE_CACHE and STENO_THREADS onto
+ * steno_model_params). The debugging switches it does read itself:
+ *   STENO_LOG=error|warn|info|debug  the log level (default warn)
+ *   STENO_VALIDATE=1       the Vulkan validation layer; its errors fail the call
+ *   STENO_PROFILE=1        each kernel's GPU time, printed when a model is freed
+ *   STENO_SPLIT=1          long GPU work in short submissions (driver watchdogs)
+ *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
+ *   STENO_DECODER=cpu      transducers search on the CPU instead of the GPU
+ *   STENO_BENCH_TOKENS=N   Whisper decodes exactly N tokens a window (benchmarks)
+ * and XDG_CACHE_HOME / HOME for the caches' default folder. */
 #ifndef STENO_H
 #define STENO_H
 
@@ -37,13 +50,6 @@ enum { STENO_LOG_ERROR = 0, STENO_LOG_WARN = 1, STENO_LOG_INFO = 2, STENO_LOG_DE
 /* Receives every log line instead of stderr; NULL restores stderr. */
 typedef void (*steno_log_fn)(int level, const char *message, void *user);
 void steno_set_log(steno_log_fn fn, void *user);
-
-/* ---- devices ---- */
-
-/* Prints the Vulkan devices steno can use, with their features, to `out`.
- * STENO_DEVICE (an index or part of a name) picks one; otherwise a discrete
- * GPU is preferred. */
-int steno_devices_print(FILE *out);
 
 /* ---- results ---- */
 
@@ -93,13 +99,45 @@ void steno_result_free(steno_result *r);
 
 typedef struct steno_model steno_model;
 
+/* Which fast kernels run (steno_model_params.fast). Each has a portable twin
+ * and is only ever used where its probe passes on the device. */
+enum {
+  STENO_FAST_AUTO = 0,  /* those timed faster than their twin at open (a CPU device: all that
+                           pass); the results are kept in the probe cache */
+  STENO_FAST_OFF = 1,   /* the portable kernels only */
+  STENO_FAST_ALL = 2,   /* every one that passes, faster or not */
+  STENO_FAST_TIMED = 3, /* as AUTO, but timed now on any device, the probe cache unused */
+};
+
+/* Caches on disk to leave off (steno_model_params.no_cache bits). */
+enum {
+  STENO_NO_PIPELINE_CACHE = 1, /* the driver's compiled kernels */
+  STENO_NO_PROBE_CACHE = 2,    /* the fast kernels' probe results and timings */
+};
+
 typedef struct {
-  int reserved; /* no options yet; the device comes from STENO_DEVICE */
+  int device;              /* Vulkan device index (as `steno devices` lists); -1: choose one,
+                              a discrete GPU first, then integrated, virtual, CPU */
+  const char *device_name; /* the first device whose name contains this (any case); NULL:
+                              none (set this or device, not both) */
+  int fast;                /* STENO_FAST_*: which fast kernels run */
+  const char *cache_dir;   /* folder of the pipeline and probe caches; NULL or "":
+                              $XDG_CACHE_HOME/steno, else ~/.cache/steno */
+  int no_cache;            /* STENO_NO_*_CACHE bits: caches neither read nor written */
+  int threads;             /* CPU threads for features and the CPU decoder; 0: one per CPU
+                              (at most 16 are used) */
+  intptr_t reserved[8];    /* zero (as the defaults leave it): room for new fields */
 } steno_model_params;
 
+/* device -1, everything else zero. */
 steno_model_params steno_model_default_params(void);
 
-/* Loads a model from a GGUF file (architectures: parakeet) onto the GPU. */
+/* Prints the Vulkan devices steno can use, with their features, to `out`,
+ * and which one a model loaded with `params` (NULL: the defaults) would use. */
+int steno_devices_print(FILE *out, const steno_model_params *params);
+
+/* Loads a model from a GGUF file (architectures: parakeet, whisper) onto the
+ * GPU that params choose (NULL: the defaults). */
 int steno_model_load(const char *path, const steno_model_params *params, steno_model **out);
 void steno_model_free(steno_model *m);
 
@@ -114,7 +152,8 @@ const char *steno_model_device(const steno_model *m, int *fast);
 
 /* Progress through the audio, in [0, 1]: called after each piece. */
 typedef void (*steno_progress_fn)(float done, void *user);
-/* Returns non-zero to stop the work (STENO_ERR_ABORTED); asked between pieces. */
+/* Returns non-zero to stop the work (STENO_ERR_ABORTED); asked between pieces and,
+ * within one, during decoding (Parakeet: every few steps of its search). */
 typedef int (*steno_abort_fn)(void *user);
 
 typedef struct {

@@ -165,7 +165,7 @@ int main(void) {
   const char *dir = getenv("STENO_SOURCE_DIR");
   snprintf(model, sizeof model, "%s/tests/fixtures/parakeet_ctc_tiny.gguf", dir ? dir : ".");
   steno_model *m;
-  CHECK_OK(steno_model_load(model, NULL, &m));
+  CHECK_OK(steno_model_load(model, test_params(), &m));
   if (!m) return check_done();
 
   /* A whole piece of talk, from memory: the arena reaches its largest. */

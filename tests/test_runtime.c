@@ -1,8 +1,10 @@
 /* The runtime: device selection errors, buffers, transfers, the recorder's
  * barriers, split submissions, completion marks and descriptor-set reuse. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "gpu/internal.h"
@@ -84,19 +86,72 @@ static void bad_use(void) {
   gpu_rec_free(rec);
 }
 
+/* The device params choose: by index, by part of its name in any case
+ * (lavapipe's "llvmpipe" in CI), else an error that says why. */
 static void device_choice(void) {
-  setenv("STENO_DEVICE", "99", 1);
-  gpu_device *d = NULL;
-  CHECK(gpu_open(&d) == STENO_ERR_GPU && !d, "STENO_DEVICE=99 accepted");
-  CHECK(strstr(steno_last_error(), "STENO_DEVICE") != NULL, "message: %s", steno_last_error());
-  setenv("STENO_DEVICE", "no device is called this", 1);
-  CHECK(gpu_open(&d) == STENO_ERR_GPU && !d, "unknown device name accepted");
-  unsetenv("STENO_DEVICE");
   gpu_info *infos;
   int n;
   CHECK_OK(gpu_list(&infos, &n));
   CHECK(n >= 1 && infos[0].name[0] && infos[0].subgroup_size > 0, "device list");
+  steno_model_params p = steno_model_default_params();
+  gpu_device *d = NULL;
+  p.device = n;
+  CHECK(gpu_open(&p, &d) == STENO_ERR_GPU && !d, "device %d of %d accepted", n, n);
+  char want[64];
+  snprintf(want, sizeof want, "device %d: there", n);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message: %s", steno_last_error());
+  p.device = -2;
+  CHECK(gpu_open(&p, &d) == STENO_ERR_GPU && !d, "device -2 accepted");
+  p.device = -1;
+  p.device_name = "no device is called this";
+  CHECK(gpu_open(&p, &d) == STENO_ERR_GPU && !d, "unknown device name accepted");
+  CHECK(strstr(steno_last_error(), "no device is called this") != NULL, "message: %s", steno_last_error());
+  p.device = 0;
+  CHECK(gpu_open(&p, &d) == STENO_ERR_INVALID && !d, "a device index and a name accepted together");
+  /* The last device by its index, then by a part of its name in capitals. */
+  char part[sizeof infos->name];
+  const char *lvp = NULL;
+  for (int i = 0; i < n; i++)
+    if (strstr(infos[i].name, "llvmpipe")) lvp = infos[i].name;
+  snprintf(part, sizeof part, "%s", lvp ? "LLVMPIPE" : infos[n - 1].name);
+  for (char *c = part; *c; c++) *c = (char)toupper((unsigned char)*c);
+  p = steno_model_default_params();
+  p.device = n - 1;
+  CHECK_OK(gpu_open(&p, &d));
+  CHECK(d && gpu_device_info(d)->index == n - 1, "device %d opened as %d", n - 1, d ? gpu_device_info(d)->index : -1);
+  gpu_close(d);
+  p = steno_model_default_params();
+  p.device_name = part;
+  CHECK_OK(gpu_open(&p, &d));
+  CHECK(d && (lvp ? strstr(gpu_device_info(d)->name, "llvmpipe") != NULL
+                  : !strcasecmp(gpu_device_info(d)->name, part)),
+        "by name %s: %s", part, d ? gpu_device_info(d)->name : "none");
+  gpu_close(d);
   free(infos);
+}
+
+/* The fast-kernel policy params set: OFF uses no fast kernel, ALL every one
+ * that passed its probe; an unknown policy is refused. */
+static void fast_policy(void) {
+  steno_model_params p = *test_params();
+  gpu_device *d = NULL;
+  p.fast = STENO_FAST_OFF;
+  CHECK_OK(gpu_open(&p, &d));
+  for (int k = 0; d && k < GPU_FAST_KINDS; k++)
+    CHECK(!gpu_fast_used(d, (gpu_fast_kernel)k), "OFF uses %s", gpu_fast_name((gpu_fast_kernel)k));
+  CHECK(d && !gpu_using_fast(d) && !d->coop, "OFF: the fast GEMM enabled");
+  gpu_close(d);
+  p.fast = STENO_FAST_ALL;
+  CHECK_OK(gpu_open(&p, &d));
+  for (int k = 0; d && k < GPU_FAST_KINDS; k++) {
+    gpu_fast_kernel fk = (gpu_fast_kernel)k;
+    CHECK(gpu_fast_used(d, fk) == gpu_fast_passed(d, fk), "ALL: %s passed %d, used %d", gpu_fast_name(fk),
+          gpu_fast_passed(d, fk), gpu_fast_used(d, fk));
+  }
+  gpu_close(d);
+  p.fast = 7;
+  CHECK(gpu_open(&p, &d) == STENO_ERR_INVALID && !d, "fast policy 7 accepted");
+  CHECK(strstr(steno_last_error(), "fast 7") != NULL, "message: %s", steno_last_error());
 }
 
 /* With STENO_VALIDATE=1, an error from the validation layer fails the next call
@@ -104,7 +159,7 @@ static void device_choice(void) {
 static void validation(void) {
   setenv("STENO_VALIDATE", "1", 1);
   gpu_device *d = NULL;
-  int st = gpu_open(&d);
+  int st = gpu_open(test_params(), &d);
   unsetenv("STENO_VALIDATE");
   CHECK(st == 0, "with the validation layer: %s", steno_last_error());
   if (!d) return;
@@ -131,13 +186,14 @@ static void validation(void) {
   gpu_close(d);
 }
 
-/* Opens a device with STENO_CACHE_DIR=dir, makes one kernel, closes it;
- * returns the bytes its pipeline cache loaded at open. */
-static size_t cache_round(const char *dir) {
-  setenv("STENO_CACHE_DIR", dir, 1);
+/* Opens a device with its caches in dir (and the no_cache bits), makes one
+ * kernel, closes it; returns the bytes its pipeline cache loaded at open. */
+static size_t cache_round(const char *dir, int no_cache) {
+  steno_model_params p = *test_params();
+  p.cache_dir = dir;
+  p.no_cache = no_cache;
   gpu_device *d = NULL;
-  CHECK_OK(gpu_open(&d));
-  unsetenv("STENO_CACHE_DIR");
+  CHECK_OK(gpu_open(&p, &d));
   if (!d) return 0;
   size_t loaded = d->pcache_loaded;
   gpu_kernel *k;
@@ -161,12 +217,12 @@ static void cache_file(const char *dir, char *path, size_t cap) { find_file(dir,
 
 /* The pipeline cache on disk: written at close into a folder it makes, read
  * back at the next open; a foreign or truncated file is passed over;
- * STENO_PIPELINE_CACHE=0 writes nothing. */
+ * STENO_NO_PIPELINE_CACHE writes nothing. */
 static void pipeline_cache(void) {
   char dir[] = "/tmp/steno_pcache_XXXXXX", sub[64], path[512];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   snprintf(sub, sizeof sub, "%s/a/b", dir);
-  cache_round(sub);
+  cache_round(sub, 0);
   cache_file(sub, path, sizeof path);
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(test_device()->pd, &props);
@@ -176,31 +232,30 @@ static void pipeline_cache(void) {
             head[2] == props.vendorID && head[3] == props.deviceID,
         "a cache file with the device's header in %s: '%s'", sub, path);
   if (f) fclose(f);
-  CHECK(cache_round(sub) >= 32, "the second open reads the cache back");
+  CHECK(cache_round(sub, 0) >= 32, "the second open reads the cache back");
   /* Foreign bytes (another vendor's header), then a truncated file: not used, no error. */
   f = fopen(path, "r+b");
   uint32_t other = head[2] + 1;
   if (f) fseek(f, 8, SEEK_SET), fwrite(&other, 4, 1, f), fclose(f);
-  CHECK(cache_round(sub) == 0, "a foreign cache file is passed over");
-  if (truncate(path, 10) == 0) CHECK(cache_round(sub) == 0, "a truncated cache file is passed over");
+  CHECK(cache_round(sub, 0) == 0, "a foreign cache file is passed over");
+  if (truncate(path, 10) == 0) CHECK(cache_round(sub, 0) == 0, "a truncated cache file is passed over");
   char off[64];
   snprintf(off, sizeof off, "%s/off", dir);
-  setenv("STENO_PIPELINE_CACHE", "0", 1);
-  cache_round(off);
-  unsetenv("STENO_PIPELINE_CACHE");
+  cache_round(off, STENO_NO_PIPELINE_CACHE);
   cache_file(off, path, sizeof path);
-  CHECK(!path[0], "STENO_PIPELINE_CACHE=0 wrote %s", path);
+  CHECK(!path[0], "STENO_NO_PIPELINE_CACHE wrote %s", path);
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   CHECK(system(rm) == 0, "rm");
 }
 
 /* A device opened with its caches in dir; its fast kernels' flags. */
-static void probe_round(const char *dir, bool *passed, bool *chosen) {
-  setenv("STENO_CACHE_DIR", dir, 1);
+static void probe_round(const char *dir, int no_cache, bool *passed, bool *chosen) {
+  steno_model_params p = *test_params();
+  p.cache_dir = dir;
+  p.no_cache = no_cache;
   gpu_device *d = NULL;
-  CHECK_OK(gpu_open(&d));
-  unsetenv("STENO_CACHE_DIR");
+  CHECK_OK(gpu_open(&p, &d));
   for (int k = 0; k < GPU_FAST_KINDS; k++) {
     passed[k] = d && gpu_fast_passed(d, (gpu_fast_kernel)k);
     chosen[k] = d && gpu_fast_chosen(d, (gpu_fast_kernel)k);
@@ -218,13 +273,13 @@ static size_t read_file(const char *path, char *buf, size_t cap) {
 
 /* The probe results on disk: written at the first open and used at the next
  * (a well-formed file's choices are taken as written); a damaged file is
- * probed over and rewritten; STENO_PROBE_CACHE=0 writes nothing. */
+ * probed over and rewritten; STENO_NO_PROBE_CACHE writes nothing. */
 static void probe_cache(void) {
   enum { K = GPU_FAST_KINDS };
   char dir[] = "/tmp/steno_probes_XXXXXX", path[512], text[512], again[512], off[64];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   bool passed[K], chosen[K], p2[K], c2[K];
-  probe_round(dir, passed, chosen);
+  probe_round(dir, 0, passed, chosen);
   find_file(dir, "probes-*.txt", path, sizeof path);
   size_t n = path[0] ? read_file(path, text, sizeof text) : 0;
   CHECK(n > 20 && !strncmp(text, "steno-probes 1 driver ", 22), "probe results written in %s", dir);
@@ -237,14 +292,14 @@ static void probe_cache(void) {
     *flag = *flag == '1' ? '0' : '1';
     FILE *f = fopen(path, "wb");
     if (f) fwrite(text, 1, n, f), fclose(f);
-    probe_round(dir, p2, c2);
+    probe_round(dir, 0, p2, c2);
     CHECK(p2[k] && c2[k] == !chosen[k], "%s: the file's choice was not taken", gpu_fast_name((gpu_fast_kernel)k));
     *flag = *flag == '1' ? '0' : '1';
   }
   /* Half a file: probed again, the same probe results (a GPU's timed choices
    * may differ from run to run), the file whole again with the same key. */
   if (truncate(path, (off_t)n / 2) == 0) {
-    probe_round(dir, p2, c2);
+    probe_round(dir, 0, p2, c2);
     bool same = true;
     for (int i = 0; i < K; i++) same &= p2[i] == passed[i];
     CHECK(same, "a damaged probe file changed the probe results");
@@ -253,26 +308,24 @@ static void probe_cache(void) {
           "the probe file was not rewritten");
   }
   snprintf(off, sizeof off, "%s/off", dir);
-  setenv("STENO_PROBE_CACHE", "0", 1);
-  probe_round(off, p2, c2);
-  unsetenv("STENO_PROBE_CACHE");
+  probe_round(off, STENO_NO_PROBE_CACHE, p2, c2);
   find_file(off, "probes-*.txt", path, sizeof path);
-  CHECK(!path[0], "STENO_PROBE_CACHE=0 wrote %s", path);
+  CHECK(!path[0], "STENO_NO_PROBE_CACHE wrote %s", path);
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   CHECK(system(rm) == 0, "rm");
 }
 
-/* Timing the fast kernels against their portable twins (STENO_FAST=timed,
+/* Timing the fast kernels against their portable twins (STENO_FAST_TIMED,
  * as on every GPU) changes which are used, never which passed their probes;
  * a kernel is used exactly where it passed and was timed faster. */
 static void fast_timing(void) {
   bool passed[GPU_FAST_KINDS];
   for (int k = 0; k < GPU_FAST_KINDS; k++) passed[k] = gpu_fast_passed(test_device(), (gpu_fast_kernel)k);
-  setenv("STENO_FAST", "timed", 1);
+  steno_model_params p = *test_params();
+  p.fast = STENO_FAST_TIMED;
   gpu_device *d = NULL;
-  CHECK_OK(gpu_open(&d));
-  unsetenv("STENO_FAST");
+  CHECK_OK(gpu_open(&p, &d));
   for (int k = 0; d && k < GPU_FAST_KINDS; k++) {
     gpu_fast_kernel fk = (gpu_fast_kernel)k;
     CHECK(gpu_fast_passed(d, fk) == passed[k], "%s: probe %s untimed, %s timed", gpu_fast_name(fk),
@@ -294,7 +347,7 @@ int main(void) {
   /* The staged path a discrete GPU takes, on whatever device this is. */
   setenv("STENO_NO_MAP", "1", 1);
   gpu_device *staged;
-  CHECK_OK(gpu_open(&staged));
+  CHECK_OK(gpu_open(test_params(), &staged));
   unsetenv("STENO_NO_MAP");
   if (staged) {
     CHECK(!gpu_device_info(staged)->unified, "STENO_NO_MAP ignored");
@@ -303,6 +356,7 @@ int main(void) {
   }
   bad_use();
   device_choice();
+  fast_policy();
   validation();
   return check_done();
 }

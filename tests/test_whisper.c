@@ -325,7 +325,7 @@ static void public_api(void) {
   gguf_file *ref = NULL;
   CHECK_OK(gguf_open(&ref, refpath));
   steno_model *sm = NULL;
-  CHECK_OK(steno_model_load(path, NULL, &sm));
+  CHECK_OK(steno_model_load(path, test_params(), &sm));
   size_t n = 0;
   float *pcm = ref ? speech(ref, &n) : NULL;
   if (sm && pcm) {

@@ -225,7 +225,7 @@ int main(void) {
   close(fd);
   free(o.p);
   steno_model *api = NULL;
-  CHECK_OK(steno_model_load(bin, NULL, &api));
+  CHECK_OK(steno_model_load(bin, test_params(), &api));
   CHECK(api && !strcmp(steno_model_architecture(api), "whisper"), "a .bin through steno_model_load");
   steno_model_free(api);
   unlink(bin);

@@ -168,7 +168,7 @@ static void option_errors(const char *dir, const gguf_file *ref) {
   char path[512];
   snprintf(path, sizeof path, "%s/tests/fixtures/whisper_tiny_en.gguf", dir);
   steno_model *m = NULL;
-  CHECK_OK(steno_model_load(path, NULL, &m));
+  CHECK_OK(steno_model_load(path, test_params(), &m));
   steno_result *r = NULL;
   steno_transcribe_params p = steno_transcribe_default_params();
   p.translate = 1;
@@ -184,7 +184,7 @@ static void option_errors(const char *dir, const gguf_file *ref) {
   r = NULL;
   steno_model_free(m);
   snprintf(path, sizeof path, "%s/tests/fixtures/whisper_tiny_ml.gguf", dir);
-  CHECK_OK(steno_model_load(path, NULL, &m));
+  CHECK_OK(steno_model_load(path, test_params(), &m));
   p = steno_transcribe_default_params();
   p.prompt = "hello <|en|> there";
   CHECK(m && steno_transcribe(m, pcm, kv->n, &p, &r) == STENO_ERR_INVALID && !r,

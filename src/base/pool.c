@@ -29,8 +29,19 @@ struct pool {
   int tasks;
 };
 
+/* Set around a transcription (steno_model_params.threads): the pools it
+ * starts on this thread take no more. Per thread, as two models on two
+ * threads may ask for different numbers. */
+static _Thread_local int thread_limit;
+
+int pool_limit_threads(int threads) {
+  int old = thread_limit;
+  thread_limit = threads > 0 ? threads : 0;
+  return old;
+}
+
 int pool_default_workers(void) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long cpus = thread_limit ? thread_limit : sysconf(_SC_NPROCESSORS_ONLN);
   return cpus <= 1 ? 0 : cpus - 1 > MAX_WORKERS ? MAX_WORKERS : (int)cpus - 1;
 }
 

@@ -8,8 +8,13 @@
 typedef struct pool pool;
 typedef void (*pool_fn)(void *ctx, int task);
 
-/* The online CPUs less one (the caller), at most 15; 0 on a single CPU. */
+/* The online CPUs (or the limit below) less one (the caller), at most 15;
+ * 0 on a single CPU. */
 int pool_default_workers(void);
+
+/* Limits the threads pools started on the calling thread use by default
+ * (0: one per CPU); returns the limit it replaces. */
+int pool_limit_threads(int threads);
 
 /* Starts `workers` threads (0: none; all tasks run on the caller). A thread
  * that cannot start leaves fewer workers, not an error. */

@@ -1,7 +1,6 @@
 #include "frontend/frames.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "base/mem.h"
@@ -24,9 +23,9 @@ static void run_chunk(void *p, int chunk) {
 }
 
 int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t cpus = (size_t)pool_default_workers() + 1;
   size_t n = count / MIN_FRAMES;
-  if (cpus > 0 && n > (size_t)cpus) n = (size_t)cpus;
+  if (n > cpus) n = cpus;
   n = n < 1 ? 1 : n > FRAMES_MAX_CHUNKS ? FRAMES_MAX_CHUNKS : n;
   size_t per = (count + n - 1) / n;
   per += per % 2;

@@ -4,18 +4,19 @@
 #include "steno.h"
 #include "gpu/internal.h"
 
-int steno_devices_print(FILE *out) {
+int steno_devices_print(FILE *out, const steno_model_params *params) {
+  steno_model_params p = params ? *params : steno_model_default_params();
   gpu_info *infos;
   int n;
   TRY(gpu_list(&infos, &n));
   int chosen = 0;
-  int st = gpu_choose(infos, n, &chosen);
+  int st = gpu_choose(infos, n, &p, &chosen);
   for (int i = 0; i < n; i++) {
     gpu_info_print(&infos[i], out);
     if (st || i != chosen) continue;
     /* The fast kernels are used only where their probe passes on the device. */
     gpu_device *d;
-    int open = gpu_open(&d);
+    int open = gpu_open(&p, &d);
     if (open) {
       fprintf(out, "   (steno would use this device, but it could not be opened: %s)\n",
               steno_last_error());

@@ -243,25 +243,26 @@ int gpu_list(gpu_info **out, int *count) {
   return 0;
 }
 
-/* STENO_DEVICE by index or name; else discrete, integrated, virtual, cpu. */
-int gpu_choose(const gpu_info *infos, int n, int *chosen) {
-  const char *want = getenv("STENO_DEVICE");
-  if (want && *want) {
-    char *end;
-    long i = strtol(want, &end, 10);
-    if (*end == 0) {
-      if (i < 0 || i >= n)
-        return err_set(STENO_ERR_GPU, "STENO_DEVICE=%s: there are %d devices (0..%d)", want, n,
-                       n - 1);
-      *chosen = (int)i;
-      return 0;
-    }
+/* params' device by index or by part of its name; else discrete, integrated,
+ * virtual, cpu. */
+int gpu_choose(const gpu_info *infos, int n, const steno_model_params *p, int *chosen) {
+  const char *want = p->device_name && *p->device_name ? p->device_name : NULL;
+  if (want && p->device >= 0)
+    return err_set(STENO_ERR_INVALID, "device %d and device name '%s': set one, not both", p->device, want);
+  if (want) {
     for (int j = 0; j < n; j++)
       if (strcasestr(infos[j].name, want)) {
         *chosen = j;
         return 0;
       }
-    return err_set(STENO_ERR_GPU, "STENO_DEVICE=%s: no device's name contains it", want);
+    return err_set(STENO_ERR_GPU, "device '%s': no device's name contains it (steno devices lists them)", want);
+  }
+  if (p->device >= n || p->device < -1)
+    return err_set(STENO_ERR_GPU, "device %d: there %s %d device%s (0..%d; steno devices lists them)",
+                   p->device, n == 1 ? "is" : "are", n, n == 1 ? "" : "s", n - 1);
+  if (p->device >= 0) {
+    *chosen = p->device;
+    return 0;
   }
   static const char *order[] = {"discrete", "integrated", "virtual", "cpu", "other"};
   for (int o = 0; o < 5; o++)

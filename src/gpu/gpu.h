@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "steno.h"
+
 #define GPU_MAX_BINDINGS 8
 #define GPU_MAX_PUSH 128
 #define GPU_MAX_SPEC 8
@@ -50,9 +52,10 @@ typedef struct {
 /* Lists the devices the Vulkan loader sees. *out is malloc'd (free it). */
 int gpu_list(gpu_info **out, int *count);
 
-/* Opens the device STENO_DEVICE names (index or part of the name), else the
- * first discrete GPU, else the first device. */
-int gpu_open(gpu_device **out);
+/* Opens the device params name (index or part of the name), else the first
+ * discrete GPU, else the first device; with params' fast policy and caches
+ * (NULL: steno_model_default_params()). */
+int gpu_open(const steno_model_params *params, gpu_device **out);
 void gpu_close(gpu_device *dev);
 const gpu_info *gpu_device_info(const gpu_device *dev);
 
@@ -60,8 +63,9 @@ const gpu_info *gpu_device_info(const gpu_device *dev);
 bool gpu_fast_gemm(const gpu_device *dev);
 
 /* On: every fast kernel that passed its probe (tests and benchmarks run
- * both ways). Off: the portable kernels only. A device starts with the faster
- * of each pair as timed at open (STENO_FAST=all: all passed, =0: off). */
+ * both ways). Off: the portable kernels only. A device starts as its
+ * params' fast policy says (STENO_FAST_AUTO: the faster of each pair as
+ * timed at open). */
 void gpu_set_fast(gpu_device *dev, bool on);
 bool gpu_using_fast(const gpu_device *dev);
 

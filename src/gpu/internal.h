@@ -53,11 +53,14 @@ struct gpu_device {
   bool gemm_ok[GPU_GEMM_VARIANTS]; /* which ones (gpu_gemm_variant) */
   gpu_gemm_variant gemm_force;     /* GPU_GEMM_AUTO, or one for benchmarks */
   gpu_gemm_variant gemm_pick[2][2]; /* the fastest here, by [Q8_0][m ≥ GEMM_BIG_M]; AUTO: portable */
-  enum { GPU_FAST_OFF, GPU_FAST_CHOSEN, GPU_FAST_ALL } use_fast; /* gpu_set_fast, STENO_FAST */
+  enum { GPU_FAST_OFF, GPU_FAST_CHOSEN, GPU_FAST_ALL } use_fast; /* gpu_set_fast, fast_policy */
   bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
   bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
   gpu_buffer *scratch;          /* split-k GEMM partial sums (gpu_device_scratch) */
   VkPipelineCache pcache;       /* pcache.c: loaded from disk at open, saved at close */
+  int fast_policy;              /* STENO_FAST_* (steno_model_params.fast) */
+  int no_cache;                 /* STENO_NO_*_CACHE bits */
+  char cache_dir[1024];         /* the caches' folder ("": the default place) */
   char pcache_path[1024];       /* its file ("": none) */
   size_t pcache_loaded;         /* bytes read from it */
   bool pcache_made;             /* pipelines were made since */
@@ -107,7 +110,7 @@ bool gpu_validating(void); /* STENO_VALIDATE is set */
 /* STENO_ERR_GPU with the validation layer's first error since the last call, or 0. */
 int gpu_check_valid(gpu_device *dev);
 void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info);
-int gpu_choose(const gpu_info *infos, int n, int *chosen);
+int gpu_choose(const gpu_info *infos, int n, const steno_model_params *params, int *chosen);
 
 /* A buffer in host-visible, coherent memory, mapped (staging, marks). */
 int gpu_buffer_host(gpu_device *dev, size_t bytes, gpu_buffer **out);

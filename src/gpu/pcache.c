@@ -1,12 +1,12 @@
-/* The device's caches on disk, under $STENO_CACHE_DIR, else
+/* The device's caches on disk, under steno_model_params.cache_dir, else
  * $XDG_CACHE_HOME/steno, else ~/.cache/steno, one file each per device and
  * driver build (its pipelineCacheUUID):
  * - the pipeline cache: what the driver compiled for our kernels in an
  *   earlier run, so that a second start compiles nothing
- *   (STENO_PIPELINE_CACHE=0 turns it off);
+ *   (STENO_NO_PIPELINE_CACHE turns it off);
  * - the fast kernels' probe results and timed choices (gpu_probe_fast), keyed
  *   also by the driver version and a hash of our SPIR-V, so that a second
- *   start neither probes nor times (STENO_PROBE_CACHE=0 turns it off).
+ *   start neither probes nor times (STENO_NO_PROBE_CACHE turns it off).
  * They are optimizations only: a missing, foreign, truncated or unwritable
  * file is passed over (STENO_LOG=debug says why), never an error. */
 #include <errno.h>
@@ -25,13 +25,12 @@
 #define PCACHE_MAX_BYTES ((size_t)256 << 20)
 
 /* The file `kind`-VENDOR-DEVICE-UUID.`ext` for this device, or false when
- * there is no place for it or `switch_env` is 0. */
-static bool cache_path(const VkPhysicalDeviceProperties *p, const char *switch_env, const char *kind,
-                       const char *ext, char *path, size_t cap, char *dir, size_t dcap) {
-  const char *off = getenv(switch_env);
-  if (off && !strcmp(off, "0")) return false;
-  const char *env = getenv("STENO_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  int n = env && *env   ? snprintf(dir, dcap, "%s", env)
+ * there is no place for it or the device's params turn it off (`off_bit`). */
+static bool cache_path(const gpu_device *d, const VkPhysicalDeviceProperties *p, int off_bit,
+                       const char *kind, const char *ext, char *path, size_t cap, char *dir, size_t dcap) {
+  if (d->no_cache & off_bit) return false;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n = d->cache_dir[0] ? snprintf(dir, dcap, "%s", d->cache_dir)
           : xdg && *xdg ? snprintf(dir, dcap, "%s/steno", xdg)
           : home && *home ? snprintf(dir, dcap, "%s/.cache/steno", home)
                           : -1;
@@ -75,7 +74,7 @@ void gpu_pcache_open(gpu_device *d) {
   VkPhysicalDeviceProperties p;
   vkGetPhysicalDeviceProperties(d->pd, &p);
   char dir[sizeof d->pcache_path];
-  if (!cache_path(&p, "STENO_PIPELINE_CACHE", "pipelines", "bin", d->pcache_path,
+  if (!cache_path(d, &p, STENO_NO_PIPELINE_CACHE, "pipelines", "bin", d->pcache_path,
                   sizeof d->pcache_path, dir, sizeof dir))
     d->pcache_path[0] = 0;
   size_t size = 0;
@@ -160,10 +159,10 @@ static int probe_text(const gpu_device *d, const VkPhysicalDeviceProperties *p, 
 
 static bool probe_file(const gpu_device *d, VkPhysicalDeviceProperties *p, char *path, size_t cap) {
   char dir[1024];
-  const char *fast = getenv("STENO_FAST");
   vkGetPhysicalDeviceProperties(d->pd, p);
-  /* STENO_FAST chooses for itself (=timed re-times): only the default uses the file. */
-  return !fast && cache_path(p, "STENO_PROBE_CACHE", "probes", "txt", path, cap, dir, sizeof dir);
+  /* Another policy chooses for itself (TIMED re-times): only AUTO uses the file. */
+  return d->fast_policy == STENO_FAST_AUTO &&
+         cache_path(d, p, STENO_NO_PROBE_CACHE, "probes", "txt", path, cap, dir, sizeof dir);
 }
 
 bool gpu_probe_cache_load(gpu_device *d) {

@@ -362,10 +362,9 @@ void gpu_probe_fast(gpu_device *d) {
   /* On a CPU device (lavapipe) the fast kernels were measured 2.5–26× faster
    * (docs/perf.md) and timing the portable ones there costs seconds: used as
    * they pass. Elsewhere each is timed against its portable twin, as the
-   * H200 showed most of them slower. STENO_FAST=timed times them anywhere
+   * H200 showed most of them slower. STENO_FAST_TIMED times them anywhere
    * (a test of the timing itself). */
-  const char *fast = getenv("STENO_FAST");
-  bool timed = strcmp(d->info.type, "cpu") != 0 || (fast && !strcmp(fast, "timed"));
+  bool timed = strcmp(d->info.type, "cpu") != 0 || d->fast_policy == STENO_FAST_TIMED;
   for (int k = 0; k < GPU_FAST_KINDS; k++)
     d->faster[k] = passed[k] && (!timed || twin_faster(d, (gpu_fast_kernel)k, fast_kernels[k].op));
   for (int q = 0; q < 2; q++)

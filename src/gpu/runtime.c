@@ -349,7 +349,7 @@ static int device_create(gpu_device *d) {
                            .queueCreateInfoCount = 1,
                            .pQueueCreateInfos = &qi};
   /* The fast kernels' features, where offered (their probes decide later). */
-  const char *fast = getenv("STENO_FAST");
+  bool off = d->fast_policy == STENO_FAST_OFF;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
       .cooperativeMatrix = VK_TRUE};
@@ -358,7 +358,7 @@ static int device_create(gpu_device *d) {
                                           .shaderFloat16 = VK_TRUE};
   const char *ext[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
   d->coop = d->info.coop_nv && d->info.float16 && d->info.subgroup_size == 32 &&
-            d->info.api_version >= VK_API_VERSION_1_2 && !(fast && !strcmp(fast, "0"));
+            d->info.api_version >= VK_API_VERSION_1_2 && !off;
   if (d->coop) {
     ci.pNext = &f12;
     ci.enabledExtensionCount = 1;
@@ -415,24 +415,36 @@ static int device_create(gpu_device *d) {
   if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
   TRY(gpu_buffer_new(d, 16, &d->spare));
   gpu_pcache_open(d);
-  if (!(fast && !strcmp(fast, "0"))) gpu_probe_fast(d);
-  /* STENO_FAST=0: portable kernels only; =all: every fast kernel that passed
-   * its probe, faster or not (to test them on a GPU); else (=timed too) the
-   * faster of each pair. */
-  d->use_fast = !fast ? GPU_FAST_CHOSEN
-                : !strcmp(fast, "0") ? GPU_FAST_OFF
-                : !strcmp(fast, "all") ? GPU_FAST_ALL
-                                       : GPU_FAST_CHOSEN;
+  if (!off) gpu_probe_fast(d);
+  /* ALL: every fast kernel that passed its probe, faster or not (to test
+   * them on a GPU); AUTO and TIMED: the faster of each pair. */
+  d->use_fast = off                                  ? GPU_FAST_OFF
+                : d->fast_policy == STENO_FAST_ALL ? GPU_FAST_ALL
+                                                   : GPU_FAST_CHOSEN;
   return 0;
 }
 
-int gpu_open(gpu_device **out) {
+/* Checks what params ask for beyond the device's choice (gpu_choose). */
+static int check_params(const steno_model_params *p) {
+  if (p->fast < STENO_FAST_AUTO || p->fast > STENO_FAST_TIMED)
+    return err_set(STENO_ERR_INVALID, "fast %d: not one of STENO_FAST_AUTO, _OFF, _ALL, _TIMED", p->fast);
+  if (p->no_cache & ~(STENO_NO_PIPELINE_CACHE | STENO_NO_PROBE_CACHE))
+    return err_set(STENO_ERR_INVALID, "no_cache %#x: only STENO_NO_PIPELINE_CACHE and STENO_NO_PROBE_CACHE",
+                   (unsigned)p->no_cache);
+  if (p->cache_dir && strlen(p->cache_dir) >= 900)
+    return err_set(STENO_ERR_INVALID, "cache_dir: a path of %zu bytes is too long", strlen(p->cache_dir));
+  return 0;
+}
+
+int gpu_open(const steno_model_params *params, gpu_device **out) {
   *out = NULL;
+  steno_model_params p = params ? *params : steno_model_default_params();
+  TRY(check_params(&p));
   gpu_info *infos;
   int n;
   TRY(gpu_list(&infos, &n));
   int chosen = 0;
-  int st = gpu_choose(infos, n, &chosen);
+  int st = gpu_choose(infos, n, &p, &chosen);
   gpu_device *d = st ? NULL : mem_alloc(1, sizeof *d);
   if (!st && !d) st = STENO_ERR_NOMEM;
   if (st) {
@@ -441,6 +453,9 @@ int gpu_open(gpu_device **out) {
   }
   d->info = infos[chosen];
   free(infos);
+  d->fast_policy = p.fast;
+  d->no_cache = p.no_cache;
+  snprintf(d->cache_dir, sizeof d->cache_dir, "%s", p.cache_dir ? p.cache_dir : "");
   /* STENO_NO_MAP=1: buffers in device memory with staged transfers even where
    * the host could map them (lets a CPU device test the discrete-GPU path). */
   const char *no_map = getenv("STENO_NO_MAP");

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/pool.h"
 #include "base/timer.h"
 #include "gpu/gpu.h"
 #include "io/gguf.h"
@@ -20,9 +21,10 @@ struct steno_model {
   const family *fam;
   gpu_device *dev;
   void *impl;
+  int threads; /* steno_model_params.threads */
 };
 
-steno_model_params steno_model_default_params(void) { return (steno_model_params){0}; }
+steno_model_params steno_model_default_params(void) { return (steno_model_params){.device = -1}; }
 
 steno_transcribe_params steno_transcribe_default_params(void) {
   return (steno_transcribe_params){0};
@@ -41,9 +43,10 @@ static int legacy_bin(const char *path, uint8_t **image, size_t *size) {
 }
 
 int steno_model_load(const char *path, const steno_model_params *params, steno_model **out) {
-  (void)params;
   if (!out || !path) return err_set(STENO_ERR_INVALID, "steno_model_load: NULL argument");
   *out = NULL;
+  steno_model_params mp = params ? *params : steno_model_default_params();
+  if (mp.threads < 0) return err_set(STENO_ERR_INVALID, "threads %d: must be 0 (one per CPU) or more", mp.threads);
   gguf_file *f;
   uint8_t *image = NULL; /* a legacy whisper.cpp .bin, rebuilt as a GGUF image */
   size_t size = 0;
@@ -63,7 +66,8 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
                  path, arch, family_names());
   if (!st) {
     snprintf(m->arch, sizeof m->arch, "%s", arch);
-    st = gpu_open(&m->dev);
+    m->threads = mp.threads;
+    st = gpu_open(&mp, &m->dev);
   }
   double t1 = time_now();
   if (!st) st = m->fam->load(m->dev, f, &m->impl);
@@ -129,6 +133,8 @@ static int transcribe_pieces(steno_model *m, split_read_fn read, void *user, dou
   TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
   splitter s;
   TRY(split_init(&s, seconds, read, user));
+  /* The CPU work below (features, a CPU decoder) runs on this thread and its pools. */
+  int threads = pool_limit_threads(m->threads);
   steno_result *all;
   int st = result_empty(0, &all);
   for (;;) {
@@ -151,6 +157,7 @@ static int transcribe_pieces(steno_model *m, split_read_fn read, void *user, dou
     }
   }
   split_free(&s);
+  pool_limit_threads(threads);
   if (st) {
     steno_result_free(all);
     return st;

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "params.h"
+
 int check_failures;
 int check_count;
 
@@ -61,4 +63,12 @@ int check_done(void) {
 void fixture_path(char *buf, size_t cap, const char *file) {
   const char *dir = getenv("STENO_SOURCE_DIR");
   snprintf(buf, cap, "%s/tests/fixtures/%s", dir ? dir : ".", file);
+}
+
+const steno_model_params *test_params(void) {
+  static steno_model_params p;
+  static int done;
+  if (!done && cli_model_params(&p)) exit(1);
+  done = 1;
+  return &p;
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "steno.h"
+
 extern int check_failures;
 extern int check_count;
 
@@ -42,5 +44,9 @@ void fixture_path(char *buf, size_t cap, const char *file);
 
 /* Prints the summary and returns the exit status. */
 int check_done(void);
+
+/* The model params the tests open devices with: as the CLI sets them from
+ * STENO_DEVICE, STENO_FAST, STENO_CACHE_DIR, ... (exits on a bad value). */
+const steno_model_params *test_params(void);
 
 #endif

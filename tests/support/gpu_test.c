@@ -9,7 +9,7 @@
 gpu_device *test_device(void) {
   static gpu_device *dev;
   if (!dev) {
-    if (gpu_open(&dev)) {
+    if (gpu_open(test_params(), &dev)) {
       fprintf(stderr, "no GPU device: %s\n", steno_last_error());
       exit(1);
     }

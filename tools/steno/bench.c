@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "hub.h"
+#include "params.h"
 #include "steno.h"
 
 static const char usage[] =
@@ -66,7 +67,12 @@ int bench_main(int argc, char **argv) {
   }
   double t0 = now();
   steno_model *m;
-  if (steno_model_load(model, NULL, &m)) {
+  steno_model_params mp;
+  if (cli_model_params(&mp)) {
+    steno_audio_free(pcm);
+    return 1;
+  }
+  if (steno_model_load(model, &mp, &m)) {
     fprintf(stderr, "steno bench: %s\n", steno_last_error());
     steno_audio_free(pcm);
     return 1;

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "hub.h"
+#include "params.h"
 #include "run.h"
 #include "steno.h"
 
@@ -29,6 +30,9 @@ static const char usage[] =
     "\n"
     "environment:\n"
     "  STENO_DEVICE   pick a device by index or by part of its name\n"
+    "  STENO_FAST     fast kernels: 1 (timed, the default), 0, all or timed (time them now)\n"
+    "  STENO_CACHE_DIR  where compiled kernels and probe results are kept\n"
+    "  STENO_THREADS  CPU threads (default: one per CPU)\n"
     "  STENO_LOG      error, warn, info or debug (default warn)\n"
     "  STENO_MODEL    the model steno run uses when none is named\n";
 
@@ -38,7 +42,9 @@ static int devices_main(int argc, char **argv) {
   static const char help[] = "usage: steno devices\n  list the Vulkan devices steno can use and their features\n";
   if (argc == 3 && is_help(argv[2])) return fputs(help, stdout), 0;
   if (argc != 2) return fputs(help, stderr), 2;
-  if (!steno_devices_print(stdout)) return 0;
+  steno_model_params mp;
+  if (cli_model_params(&mp)) return 1;
+  if (!steno_devices_print(stdout, &mp)) return 0;
   fprintf(stderr, "steno devices: %s\n", steno_last_error());
   return 1;
 }

@@ -12,6 +12,7 @@
 
 #include "default_model.h"
 #include "hub.h"
+#include "params.h"
 #include "output.h"
 #include "steno.h"
 
@@ -258,7 +259,9 @@ static int load_and_run(const run_opts *o) {
   catch_signals();
   double t0 = now();
   steno_model *m;
-  if (steno_model_load(path, NULL, &m)) {
+  steno_model_params mp;
+  if (cli_model_params(&mp)) return 1;
+  if (steno_model_load(path, &mp, &m)) {
     fprintf(stderr, "steno run: %s\n", steno_last_error());
     return 1;
   }
