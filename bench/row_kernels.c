@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   uint32_t t = argc > 1 ? (uint32_t)atoi(argv[1]) : 138;
   int reps = argc > 2 ? atoi(argv[2]) : 5;
   gpu_device *d;
-  if (t < 2 || reps < 1 || gpu_open(&d)) return 1;
+  if (t < 2 || reps < 1 || gpu_open(NULL, &d)) return 1;
   work w = {random_buffer(d, (size_t)t * 1024), random_buffer(d, (size_t)t * 1024),
             random_buffer(d, 1024), random_buffer(d, 1024), random_buffer(d, 1024 * 9),
             random_buffer(d, (size_t)8 * t * t), t};
