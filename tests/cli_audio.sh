@@ -53,6 +53,21 @@ check "standard input" cmp -s "$tmp/file.txt" "$tmp/pipe.txt"
 "$steno" run "$m" - <"$tmp/clip.m4a" >"$tmp/pipe.txt" 2>"$tmp/err"
 check "m4a on standard input" test -s "$tmp/pipe.txt"
 
+# No audio from a pipe is an error, not an empty transcript: an m4a whose index (moov) comes
+# after its samples (over 64 KiB, the read buffer, which would hide the seek back), video
+# alone. Silence is silence. (A pipe, not `<`: a redirected file can seek.)
+ff -stream_loop 6 -i "$tmp/clip.wav" -c:a aac -b:a 128k "$tmp/long.m4a"
+ff -f lavfi -i color=c=gray:s=64x48:r=10 -t 2 -c:v mpeg4 "$tmp/video.mp4"
+for case in "long.m4a:cannot be read from a pipe" "video.mp4:no audio stream"; do
+  f=${case%%:*}
+  cat "$tmp/$f" | "$steno" run "$m" - >"$tmp/out.txt" 2>"$tmp/err"
+  check "$f on standard input: an error" test $? -eq 1 -a ! -s "$tmp/out.txt"
+  check "$f on standard input: says why" grep -q "standard input: .*${case#*:}" "$tmp/err"
+done
+sox -n -r 16000 -c 1 -b 16 "$tmp/quiet.wav" trim 0 3
+cat "$tmp/quiet.wav" | "$steno" run "$m" - >"$tmp/out.txt" 2>"$tmp/err"
+check "silence on standard input: empty text" test $? -eq 0 -a "$(cat "$tmp/out.txt")" = ""
+
 # ---- inputs that name other files or the network: refused at once ----
 # An SDP file would have FFmpeg wait for RTP on UDP; a playlist or a concat list reads what it names.
 printf 'v=0\no=- 0 0 IN IP4 127.0.0.1\ns=x\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 5004 RTP/AVP 0\n' >"$tmp/sdp.wav"

@@ -5,10 +5,12 @@
  * small pieces, from memory or as a whole gives the same samples; and bad
  * files (empty, not audio, no audio stream, 0 Hz, too many channels, a cut
  * off m4a) fail with a message; SDP files, playlists and concat lists are
- * refused before FFmpeg opens what they name. */
+ * refused before FFmpeg opens what they name; from a pipe, no audio is an
+ * error while silence is silence. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "audio/decode.h"
@@ -219,6 +221,38 @@ static void test_refused_inputs(void) {
   alarm(0);
 }
 
+/* A FIFO that a background writer fills with `file`: reading it is reading
+ * a pipe (no seeking). Named after the file, for messages. */
+static const char *piped(const char *file) {
+  char name[256];
+  snprintf(name, sizeof name, "pipe.%s", file);
+  char *fifo = path_of(name);
+  unlink(fifo);
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+  CHECK(test_sh("cat '%s' > '%s' &", path_of(file), fifo) == 0, "writing %s", fifo);
+  return fifo;
+}
+
+/* From a pipe, a stream that yields no audio is an error, not an empty
+ * recording: an m4a whose index (moov) comes after its samples (longer than
+ * the read buffer, which would otherwise hide the seek back), video alone;
+ * while a silent WAV is 3 s of zeros. */
+static void test_pipes(void) {
+  int rc = test_sh("ffmpeg -nostdin -y -stream_loop 7 -i '%s' -c:a aac -b:a 128k '%s'", ref_wav,
+                   path_of("long.m4a"));
+  CHECK(rc == 0, "ffmpeg could not make long.m4a (exit %d)", rc);
+  if (!rc) expect_fail(piped("long.m4a"), STENO_ERR_FORMAT, "cannot be read from a pipe");
+  if (test_sh("ls '%s'", path_of("video_only.mp4")) == 0)
+    expect_fail(piped("video_only.mp4"), STENO_ERR_FORMAT, "no audio stream");
+  float *zeros = calloc(48000, sizeof *zeros), *pcm;
+  size_t n;
+  CHECK(test_write_wav(path_of("silence.wav"), zeros, 48000, 1, 16000) == 0, "writing silence.wav");
+  CHECK_OK(steno_audio_load(piped("silence.wav"), &pcm, &n));
+  CHECK(n == 48000 && !memcmp(pcm, zeros, n * sizeof *pcm), "silence from a pipe: %zu samples", n);
+  steno_audio_free(pcm);
+  free(zeros);
+}
+
 /* A header that claims 4 GB of samples over 1 s of them: the file is read as
  * it is, nothing is allocated for the claim. */
 static void test_lying_header(void) {
@@ -244,6 +278,7 @@ int main(void) {
   test_reads();
   test_bad_files();
   test_refused_inputs();
+  test_pipes();
   test_lying_header();
   free(speech);
   free(expect);

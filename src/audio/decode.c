@@ -52,6 +52,7 @@ struct steno_audio {
   size_t pend_n, pend_at, pend_cap;
   int bad_in_a_row, bad;    /* undecodable packets */
   char bad_why[128];
+  int demux_error;          /* why the demuxer stopped, when not at the end */
   uint64_t produced;        /* samples out so far */
   bool demuxed, done;
   double duration;
@@ -375,15 +376,36 @@ static int bad_packet(steno_audio *a, int e) {
   return 0;
 }
 
-/* The demuxer stopped: the end, a read error, or a damaged tail (kept as an end). */
+/* The demuxer stopped: the end, a read error, or a damaged tail (judged once
+ * the decoder is drained, by stream_ended). */
 static int end_of_input(steno_audio *a, int e) {
   if (a->src.io_errno)
     return err_set(STENO_ERR_IO, "%s: read error: %s", a->name, strerror(a->src.io_errno));
-  if (e != AVERROR_EOF)
-    log_warn("%s: stopped reading after %.1f s of audio: %s", a->name, (double)a->produced / OUT_RATE,
-             av_err2str(e));
+  if (e != AVERROR_EOF) a->demux_error = e;
   a->demuxed = true;
   return avcodec_send_packet(a->dec, NULL) < 0 ? err_set(STENO_ERR_FORMAT, "%s: cannot flush the decoder", a->name) : 0;
+}
+
+/* The last sample is out. Nothing decoded is an error unless the stream
+ * simply held no samples (an empty recording): packets were refused, or the
+ * demuxer failed before any audio, as an MP4 whose index (moov) comes after
+ * its samples does when read from a pipe. A damaged tail after some audio
+ * is kept as an end. */
+static int stream_ended(steno_audio *a) {
+  char why[160] = "";
+  if (a->demux_error) snprintf(why, sizeof why, "%s", av_err2str(a->demux_error));
+  if (a->produced && a->demux_error)
+    log_warn("%s: stopped reading after %.1f s of audio: %s", a->name, (double)a->produced / OUT_RATE, why);
+  if (a->produced) return 0;
+  if (a->bad)
+    return err_set(STENO_ERR_FORMAT, "%s: no audio could be decoded (%d bad packets: %s)", a->name, a->bad,
+                   a->bad_why);
+  if (!a->demux_error) return 0;
+  if (!a->src.seekable && av_match_name("mp4", a->fmt->iformat->name))
+    return err_set(STENO_ERR_FORMAT, "%s: no audio could be read (%s): an MP4/M4A/MOV with its index "
+                   "(moov) at the end cannot be read from a pipe; give its path, or remux it with "
+                   "ffmpeg -movflags +faststart", a->name, why);
+  return err_set(STENO_ERR_FORMAT, "%s: no audio could be read (%s)", a->name, why);
 }
 
 /* Hands the decoder its next packet of our stream (or the end). */
@@ -416,6 +438,7 @@ static int decode_more(steno_audio *a) {
     } else if (e == AVERROR_EOF) {
       if (a->swr) TRY(resample(a, NULL, 0));
       a->done = true;
+      TRY(stream_ended(a));
     } else if (e == AVERROR(EAGAIN) && !a->demuxed) {
       TRY(feed(a));
     } else if (e == AVERROR(EAGAIN)) {
@@ -424,9 +447,6 @@ static int decode_more(steno_audio *a) {
       TRY(bad_packet(a, e));
     }
   }
-  if (a->done && !a->produced && a->bad)
-    return err_set(STENO_ERR_FORMAT, "%s: no audio could be decoded (%d bad packets: %s)", a->name, a->bad,
-                   a->bad_why);
   return 0;
 }
 
