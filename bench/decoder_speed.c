@@ -13,9 +13,11 @@
 #include "base/pool.h"
 #include "decode/transducer.h"
 
-int transducer_greedy_scalar(const transducer *m, const float *enc, int t, int stride, dec_tokens *out);
+int transducer_greedy_scalar(const transducer *m, const float *enc, int t, int stride,
+                             const transducer_abort *stop, dec_tokens *out);
 
-typedef int (*greedy_fn)(const transducer *, const float *, int, int, dec_tokens *);
+typedef int (*greedy_fn)(const transducer *, const float *, int, int, const transducer_abort *,
+                         dec_tokens *);
 
 static float *random_floats(size_t n, float scale, unsigned *seed) {
   float *v = malloc(n * sizeof *v);
@@ -37,7 +39,7 @@ static double now(void) {
 static double time_call(greedy_fn f, const transducer *m, const float *enc, int t, dec_tokens *out) {
   out->n = 0;
   double t0 = now();
-  if (f(m, enc, t, m->joint, out)) exit(1);
+  if (f(m, enc, t, m->joint, NULL, out)) exit(1);
   return now() - t0;
 }
 

@@ -29,6 +29,14 @@ extern "C" {
 
 #define STENO_VERSION "0.1.0"
 
+/* Marks the functions libsteno.so exports (it is built with hidden
+ * visibility: nothing else is). */
+#if defined(__GNUC__) || defined(__clang__)
+#define STENO_API __attribute__((visibility("default")))
+#else
+#define STENO_API
+#endif
+
 /* Status codes. */
 enum {
   STENO_OK = 0,
@@ -42,14 +50,14 @@ enum {
 };
 
 /* The calling thread's message for the last failure. */
-const char *steno_last_error(void);
+STENO_API const char *steno_last_error(void);
 
 /* Log levels for steno_set_log. */
 enum { STENO_LOG_ERROR = 0, STENO_LOG_WARN = 1, STENO_LOG_INFO = 2, STENO_LOG_DEBUG = 3 };
 
 /* Receives every log line instead of stderr; NULL restores stderr. */
 typedef void (*steno_log_fn)(int level, const char *message, void *user);
-void steno_set_log(steno_log_fn fn, void *user);
+STENO_API void steno_set_log(steno_log_fn fn, void *user);
 
 /* ---- results ---- */
 
@@ -77,14 +85,14 @@ typedef struct {
 
 typedef struct steno_result steno_result;
 
-const char *steno_result_text(const steno_result *r);          /* the whole transcript */
-size_t steno_result_token_count(const steno_result *r);
-steno_token steno_result_token(const steno_result *r, size_t i);
-size_t steno_result_word_count(const steno_result *r);
-steno_word steno_result_word(const steno_result *r, size_t i);
-size_t steno_result_segment_count(const steno_result *r);
-steno_segment steno_result_segment(const steno_result *r, size_t i);
-double steno_result_duration(const steno_result *r);         /* seconds of audio */
+STENO_API const char *steno_result_text(const steno_result *r);          /* the whole transcript */
+STENO_API size_t steno_result_token_count(const steno_result *r);
+STENO_API steno_token steno_result_token(const steno_result *r, size_t i);
+STENO_API size_t steno_result_word_count(const steno_result *r);
+STENO_API steno_word steno_result_word(const steno_result *r, size_t i);
+STENO_API size_t steno_result_segment_count(const steno_result *r);
+STENO_API steno_segment steno_result_segment(const steno_result *r, size_t i);
+STENO_API double steno_result_duration(const steno_result *r);         /* seconds of audio */
 
 /* Where the time went (wall clock, ms). */
 typedef struct {
@@ -92,8 +100,8 @@ typedef struct {
   double encoder_ms;  /* the GPU work, uploads and readback included */
   double decoder_ms;  /* decoding and text */
 } steno_timings;
-steno_timings steno_result_timings(const steno_result *r);
-void steno_result_free(steno_result *r);
+STENO_API steno_timings steno_result_timings(const steno_result *r);
+STENO_API void steno_result_free(steno_result *r);
 
 /* ---- models ---- */
 
@@ -130,25 +138,25 @@ typedef struct {
 } steno_model_params;
 
 /* device -1, everything else zero. */
-steno_model_params steno_model_default_params(void);
+STENO_API steno_model_params steno_model_default_params(void);
 
 /* Prints the Vulkan devices steno can use, with their features, to `out`,
  * and which one a model loaded with `params` (NULL: the defaults) would use. */
-int steno_devices_print(FILE *out, const steno_model_params *params);
+STENO_API int steno_devices_print(FILE *out, const steno_model_params *params);
 
 /* Loads a model from a GGUF file (architectures: parakeet, whisper) onto the
  * GPU that params choose (NULL: the defaults). */
-int steno_model_load(const char *path, const steno_model_params *params, steno_model **out);
-void steno_model_free(steno_model *m);
+STENO_API int steno_model_load(const char *path, const steno_model_params *params, steno_model **out);
+STENO_API void steno_model_free(steno_model *m);
 
 /* "parakeet", ... */
-const char *steno_model_architecture(const steno_model *m);
+STENO_API const char *steno_model_architecture(const steno_model *m);
 
 /* GPU memory the model's device holds now, and the most it has held (bytes). */
-void steno_model_memory(const steno_model *m, size_t *used, size_t *peak);
+STENO_API void steno_model_memory(const steno_model *m, size_t *used, size_t *peak);
 
 /* The GPU's name and whether the fast kernels passed their probes there. */
-const char *steno_model_device(const steno_model *m, int *fast);
+STENO_API const char *steno_model_device(const steno_model *m, int *fast);
 
 /* Progress through the audio, in [0, 1]: called after each piece. */
 typedef void (*steno_progress_fn)(float done, void *user);
@@ -168,14 +176,14 @@ typedef struct {
                                  window); 0: the model's window (Parakeet: 60 s) */
 } steno_transcribe_params;
 
-steno_transcribe_params steno_transcribe_default_params(void);
+STENO_API steno_transcribe_params steno_transcribe_default_params(void);
 
 /* Transcribes n samples of 16 kHz mono float PCM in [-1, 1]. Long audio is
  * split at its quietest moments into pieces of at most piece_seconds, which
  * are transcribed in turn (times stay relative to the start of the audio);
  * pieces that hold only silence or steady noise give no text. */
-int steno_transcribe(steno_model *m, const float *pcm, size_t n,
-                     const steno_transcribe_params *params, steno_result **out);
+STENO_API int steno_transcribe(steno_model *m, const float *pcm, size_t n,
+                               const steno_transcribe_params *params, steno_result **out);
 
 /* ---- audio ---- */
 
@@ -187,27 +195,27 @@ typedef struct steno_audio steno_audio;
 
 /* Opens a file, or standard input for "-". No audio stream, an empty or
  * unreadable file: STENO_ERR_FORMAT / STENO_ERR_IO with a message. */
-int steno_audio_open(const char *path, steno_audio **out);
+STENO_API int steno_audio_open(const char *path, steno_audio **out);
 /* Reads up to max samples; *got < max only at the end (0 once it is reached). */
-int steno_audio_read(steno_audio *a, float *pcm, size_t max, size_t *got);
+STENO_API int steno_audio_read(steno_audio *a, float *pcm, size_t max, size_t *got);
 /* The length the file declares, seconds, for progress (0: unknown, e.g. a pipe). */
-double steno_audio_duration(const steno_audio *a);
-void steno_audio_close(steno_audio *a);
+STENO_API double steno_audio_duration(const steno_audio *a);
+STENO_API void steno_audio_close(steno_audio *a);
 
 /* Transcribes the rest of an open stream as steno_transcribe does, holding
  * only one piece of it (≤ piece_seconds + 1 s) in memory at a time. */
-int steno_transcribe_audio(steno_model *m, steno_audio *a, const steno_transcribe_params *params,
-                           steno_result **out);
+STENO_API int steno_transcribe_audio(steno_model *m, steno_audio *a,
+                                     const steno_transcribe_params *params, steno_result **out);
 
 /* Reads a whole file (as steno_audio_open; up to 24 h) into *pcm (malloc'd:
  * free with steno_audio_free). */
-int steno_audio_load(const char *path, float **pcm, size_t *n);
-void steno_audio_free(float *pcm);
+STENO_API int steno_audio_load(const char *path, float **pcm, size_t *n);
+STENO_API void steno_audio_free(float *pcm);
 
 /* ---- files ---- */
 
 /* Prints a GGUF file's metadata (long arrays abbreviated) and tensor table. */
-int steno_file_print(const char *path, FILE *out);
+STENO_API int steno_file_print(const char *path, FILE *out);
 
 #ifdef __cplusplus
 }

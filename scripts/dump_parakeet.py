@@ -5,6 +5,7 @@ tests.
 
     python scripts/dump_parakeet.py                    # writes tests/fixtures/parakeet_*
     python scripts/dump_parakeet.py --kinds rnnt       # only tests/fixtures/parakeet_rnnt_tiny*
+    python scripts/dump_parakeet.py --kinds tdt_cap    # only the max_symbols fixture (NeMo vs transformers)
     python scripts/dump_parakeet.py --real-shape       # 0.6B TDT shapes, into build/parakeet_real
 
 Everything is seeded; the clips come from espeak-ng + sox (speech) and numpy
@@ -73,6 +74,18 @@ TINY = {
                      conv_kernel_size=7, subsampling_conv_channels=16, num_mel_bins=80,
                      attention_bias=True, convolution_bias=True, scale_input=True),
         decoder=dict(decoder_hidden_size=32, num_decoder_layers=1, max_symbols_per_step=10, hidden_act="relu"),
+    ),
+    # TDT where NeMo and transformers part ways: a smaller encoder (the file stays
+    # small) and a duration-0 bias raised until some frame wants more than
+    # max_symbols symbols of duration 0. NeMo stops at the cap; transformers'
+    # generate() does not (tests/fixtures/README.md, difference 2).
+    "tdt_cap": dict(
+        seed=3456, head="tdt", cap=True,
+        encoder=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                     conv_kernel_size=5, subsampling_conv_channels=8, num_mel_bins=80,
+                     attention_bias=False, convolution_bias=False, scale_input=False),
+        decoder=dict(decoder_hidden_size=24, num_decoder_layers=1, durations=[0, 1, 2, 3, 4],
+                     max_symbols_per_step=10, hidden_act="relu"),
     ),
 }
 
@@ -298,6 +311,125 @@ def tdt_generate(model, inputs):
     return toks, frames, dl
 
 
+def _predictor(model):
+    """The transformers predictor as NeMo's decoder.predict: start (label None)
+    from a zero input and zero state, as NeMo's blank-as-pad start does; then one
+    LSTM step per label. Returns (projected output, state)."""
+    dec, cfg = model.decoder, model.config
+    L, H = cfg.num_decoder_layers, cfg.decoder_hidden_size
+
+    def predict(label, state):
+        x = torch.zeros(1, 1, H) if label is None else dec.embedding(torch.tensor([[label]]))
+        out, state = dec.lstm(x, state if state is not None else (torch.zeros(L, 1, H), torch.zeros(L, 1, H)))
+        return dec.decoder_projector(out)[0, 0], state
+    return predict
+
+
+@torch.no_grad()
+def nemo_tdt_label_looping(model, enc_proj: torch.Tensor, n_frames: int):
+    """NeMo's default TDT decoding (decoding strategy "greedy_batch", the one
+    parakeet-tdt models ship with): GreedyBatchedTDTLabelLoopingComputer.torch_impl
+    in nemo/collections/asr/parts/submodules/transducer_decoding/tdt_label_looping.py,
+    followed step by step for a batch of one (no LM, no CUDA graphs), with the
+    transformers modules as NeMo's decoder and joint. Its rules: a blank's
+    duration 0 is forced to 1; blanks are skipped in an inner loop; a found
+    label is stored at the frame it was found (BatchedHyps.add_results_masked_
+    counts labels at one timestamp in last_timestamp_lasts); stage 4 moves one
+    frame on when the label is not blank, last_timestamp_lasts >= max_symbols and
+    the time index did not move (force_blank_mask). Returns tokens, frames,
+    durations and the number of those forced moves."""
+    cfg = model.config
+    V, durs, max_sym = cfg.vocab_size, list(cfg.durations), cfg.max_symbols_per_step
+    blank = V - 1
+    predict = _predictor(model)
+    decoder_output, state = predict(None, None)
+    last_timesteps = max(n_frames - 1, 0)
+    time_indices = 0
+    safe_time_indices = min(time_indices, last_timesteps)
+    active = time_indices < n_frames
+    last_timestamp, last_timestamp_lasts = -1, 0
+    toks, frames, dl, forced = [], [], [], 0
+
+    def pick():
+        logits = model.joint(decoder_output, enc_proj[safe_time_indices])
+        return int(torch.argmax(logits[:V])), durs[int(torch.argmax(logits[V:]))]
+
+    while active:
+        active_prev = active
+        label, duration = pick()                                  # stage 1.1
+        blank_mask = label == blank
+        if duration == 0 and blank_mask:
+            duration = 1
+        time_indices_current_labels = time_indices
+        time_indices += duration
+        safe_time_indices = min(time_indices, last_timesteps)
+        active = time_indices < n_frames
+        advance = active and blank_mask
+        while advance:                                            # stage 1.2
+            time_indices_current_labels = time_indices
+            label, duration = pick()
+            blank_mask = label == blank
+            if duration == 0 and blank_mask:
+                duration = 1
+            time_indices += duration
+            safe_time_indices = min(time_indices, last_timesteps)
+            active = time_indices < n_frames
+            advance = active and blank_mask
+        if active_prev and label != blank:                        # found_labels_mask
+            toks.append(label)
+            frames.append(time_indices_current_labels)
+            dl.append(duration)
+            last_timestamp_lasts = last_timestamp_lasts + 1 if last_timestamp == time_indices_current_labels else 1
+            last_timestamp = time_indices_current_labels
+            decoder_output, state = predict(label, state)         # stage 3
+        if active and label != blank and last_timestamp_lasts >= max_sym and last_timestamp == time_indices:
+            time_indices += 1                                     # stage 4: force_blank_mask
+            safe_time_indices = min(time_indices, last_timesteps)
+            active = time_indices < n_frames
+            forced += 1
+    return toks, frames, dl, forced
+
+
+@torch.no_grad()
+def nemo_tdt_greedy_infer(model, enc_proj: torch.Tensor, n_frames: int):
+    """NeMo's per-utterance TDT decoding (decoding strategy "greedy"):
+    GreedyTDTInfer._greedy_decode in
+    nemo/collections/asr/parts/submodules/rnnt_greedy_decoding.py, followed step
+    by step with the transformers modules. It differs from label looping in one
+    corner: when the max_symbols-th symbol at a frame (blanks of duration 0
+    counted) has a duration d > 0, it moves d + 1 frames. Returns tokens, frames
+    and durations."""
+    cfg = model.config
+    V, durs, max_sym = cfg.vocab_size, list(cfg.durations), cfg.max_symbols_per_step
+    blank = V - 1
+    predict = _predictor(model)
+    dec_state, last_token = None, None
+    toks, frames, dl = [], [], []
+    time_idx = 0
+    while time_idx < n_frames:
+        f = enc_proj[time_idx]
+        symbols_added = 0
+        need_loop = True
+        while need_loop and symbols_added < max_sym:
+            g, hidden_prime = predict(last_token, dec_state)
+            logits = model.joint(g, f)
+            k = int(torch.argmax(logits[:V]))
+            skip = durs[int(torch.argmax(torch.log_softmax(logits[V:], dim=-1)))]
+            if k != blank:
+                toks.append(k)
+                frames.append(time_idx)
+                dl.append(skip)
+                dec_state, last_token = hidden_prime, k
+            symbols_added += 1
+            time_idx += skip
+            need_loop = skip == 0
+        if skip == 0:   # NeMo sets it but no longer uses it here
+            skip = 1
+        if symbols_added == max_sym:
+            time_idx += 1
+    return toks, frames, dl
+
+
 @torch.no_grad()
 def rnnt_greedy_torch(model, enc_proj: torch.Tensor, n_frames: int):
     """Spec 1.9 RNN-T greedy on the transformers modules: blank moves to the next
@@ -421,7 +553,14 @@ def run_reference(model, kind: str, pcm: np.ndarray, n_mels: int, masked: bool) 
         t_valid = int(feats.attention_mask.sum()) if am is not None else enc_proj.shape[0]
         toks, frames, dl, steps, caps = tdt_greedy_torch(model, enc_proj, t_valid)
         gen = tdt_generate(model, {"input_features": inp["input_features"], "attention_mask": am})
-        assert gen == (toks, frames, dl), f"generate() and the spec greedy disagree:\n{gen}\n{(toks, frames, dl)}"
+        nemo = nemo_tdt_label_looping(model, enc_proj, t_valid)
+        assert nemo == (toks, frames, dl, caps), f"NeMo's label looping and the spec greedy disagree:\n{nemo}"
+        assert nemo_tdt_greedy_infer(model, enc_proj, t_valid) == (toks, frames, dl), "NeMo's two decoders disagree"
+        if caps == 0:
+            assert gen == (toks, frames, dl), f"generate() and the spec greedy disagree:\n{gen}\n{(toks, frames, dl)}"
+        else:   # the cap fixture: keep transformers' decode to show the difference
+            assert gen != (toks, frames, dl), "generate() agrees with NeMo although the cap was hit"
+            r.update(gen_tokens=gen[0], gen_frames=gen[1], gen_durations=gen[2])
         V = model.config.vocab_size
         sl = np.stack([s[1] for s in steps])
         r.update(encoder_out=feats.last_hidden_state[0].numpy(), enc_proj=enc_proj.numpy(),
@@ -456,7 +595,8 @@ def _split_between(gaps: np.ndarray, q: float) -> float:
 
 
 @torch.no_grad()
-def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int, pred_scale: float) -> None:
+def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int, pred_scale: float,
+               cap: bool = False) -> None:
     """Make the random model decode to several different tokens (and, for TDT,
     durations): centred, scaled heads, then a blank bias that leaves roughly
     half of the frames (CTC) or the steps (TDT) blank, or (RNN-T) that gives
@@ -487,6 +627,9 @@ def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int, pred_scale
     # a duration logit above every token logit would index past the embedding.
     # A constant shift of the duration logits leaves their argmax unchanged.
     h.bias[V:] -= 20.0
+    if cap:
+        _tune_tdt_cap(model, h, clips, n_mels)
+        return
     # transformers' TDT generate() has no max_symbols cap: a random predictor
     # can settle into emitting one token with duration 0 forever. Lower the
     # duration-0 logit until no clip needs the cap, keeping several durations.
@@ -503,6 +646,54 @@ def tune_heads(model, kind: str, clips: list, n_mels: int, seed: int, pred_scale
         if ok and len(seen) >= min(4, len(clips) + 2):
             return
     raise RuntimeError(f"no duration-0 bias gives a varied TDT decode without max_symbols cap hits: {tried}")
+
+
+@torch.no_grad()
+def _tune_tdt_cap(model, h, clips: list, n_mels: int) -> None:
+    """The cap fixture: raise the duration-0 logit until NeMo's decode hits the
+    max_symbols cap in every run (and so differs from transformers' generate(),
+    which has no cap), NeMo's two decoders agree, the tokens have at least two
+    durations, and in at least one run generate() ends before its length limit
+    of max_symbols · T_enc − 1 steps (a run that does not is cut there)."""
+    bias0 = float(h.bias[model.config.vocab_size])
+    tried = []
+    for b0 in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0):
+        h.bias[model.config.vocab_size] = bias0 + b0
+        ok, ended = True, 0
+        for masked, enc_proj, n in _clip_projections(model, clips, n_mels):
+            toks, frames, dl, forced = nemo_tdt_label_looping(model, enc_proj, n)
+            gen = tdt_generate_on(model, enc_proj, n)
+            ok &= (forced >= 1 and len(set(dl)) >= 2 and gen != (toks, frames, dl)
+                   and nemo_tdt_greedy_infer(model, enc_proj, n) == (toks, frames, dl))
+            ended += gen is not None
+            tried.append((b0, masked, len(toks), forced, None if gen is None else len(gen[0])))
+        if ok and ended:
+            return
+    raise RuntimeError(f"no duration-0 bias gives a TDT decode where the cap binds: {tried}")
+
+
+@torch.no_grad()
+def tdt_generate_on(model, enc_proj: torch.Tensor, n_frames: int):
+    """transformers' TDT generate() rule (no cap; a blank of duration 0 moves one
+    frame) on a given encoder projection, for tuning; None when it would reach
+    generate()'s limit of max_symbols · T − 1 steps."""
+    cfg = model.config
+    V, durs = cfg.vocab_size, list(cfg.durations)
+    predict = _predictor(model)
+    p, state = predict(None, None)
+    toks, frames, dl, step = [], [], [], 0
+    for _ in range(cfg.max_symbols_per_step * n_frames - 1):
+        if step >= n_frames:
+            return toks, frames, dl
+        lg = model.joint(p, enc_proj[step])
+        tok, d = int(torch.argmax(lg[:V])), int(torch.argmax(lg[V:]))
+        if tok != V - 1:
+            toks.append(tok)
+            frames.append(step)
+            dl.append(durs[d])
+            p, state = predict(tok, state)
+        step += 1 if tok == V - 1 and d == 0 else d
+    return None
 
 
 def _clip_projections(model, clips: list, n_mels: int):
@@ -574,7 +765,7 @@ def build_model(kind: str, cfg_spec: dict, n_spm: int, clips: list):
     model = {"ctc": ParakeetForCTC, "tdt": ParakeetForTDT, "rnnt": ParakeetForRNNT}[kind](config).eval()
     init_weights(model, cfg_spec["seed"])
     tune_heads(model, kind, clips, config.encoder_config.num_mel_bins, cfg_spec["seed"],
-               cfg_spec.get("pred_scale", 2.0))
+               cfg_spec.get("pred_scale", 2.0), cfg_spec.get("cap", False))
     return model
 
 
@@ -629,6 +820,10 @@ def write_ref(path: Path, model_file: str, kind: str, clips: dict, refs: dict, k
             if variant == "":
                 w.add_tensor(t + "mel", r["mel"].astype(np.float32))
             w.add_tensor(t + "encoder_out", r["encoder_out"].astype(np.float32))
+            if "gen_tokens" in r:   # the cap fixture: transformers' generate(), which has no cap
+                ints(q + "generate.tokens", r["gen_tokens"])
+                ints(q + "generate.token_frames", r["gen_frames"])
+                ints(q + "generate.token_durations", r["gen_durations"])
             if kind == "ctc":
                 w.add_tensor(t + "logits", r["logits"].astype(np.float32))
             else:
@@ -737,8 +932,9 @@ def check_tokenizer(model_dir: Path, tmp: Path, n_spm: int) -> None:
 # Main
 # ---------------------------------------------------------------------------
 
-def make_fixture(kind: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, work: Path,
+def make_fixture(name: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, work: Path,
                  stem: str, meta: dict, check: bool, quant_check: bool) -> dict:
+    kind = cfg_spec.get("head", name)   # tdt_cap is a TDT model
     n_spm = len(pieces)
     n_mels = cfg_spec["encoder"]["num_mel_bins"]
     model = build_model(kind, cfg_spec, n_spm, [c[0] for c in clips.values()])
@@ -760,8 +956,12 @@ def make_fixture(kind: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, 
                 "nomask_tokens": refs[name]["nomask."]["tokens"],
                 "nomask_t_enc": refs[name]["nomask."]["encoder_out"].shape[0]}
         if kind == "tdt":
-            info["cap_hits"] = rr["cap_hits"]
-            assert rr["cap_hits"] == 0 and refs[name]["nomask."]["cap_hits"] == 0
+            info["cap_hits"] = [rr["cap_hits"], refs[name]["nomask."]["cap_hits"]]
+            capped = cfg_spec.get("cap", False)
+            assert (rr["cap_hits"] > 0 and refs[name]["nomask."]["cap_hits"] > 0) == capped
+            if capped:
+                info["generate_tokens"] = rr["gen_tokens"]
+                info["generate_frames"] = rr["gen_frames"]
         if kind == "rnnt":
             info["cap_hits"] = [rr["cap_hits"], refs[name]["nomask."]["cap_hits"]]
             info["symbols_per_frame"] = symbols_per_frame(rr["frames"])
@@ -821,7 +1021,8 @@ def main(argv=None) -> int:
         meta = dict(variant=f"{kind}-tiny-random", name=f"Parakeet {kind.upper()} tiny, random weights (steno fixture)",
                     version="fixture")
         report[kind] = make_fixture(kind, TINY[kind], TINY_PIECES, clips, a.out_dir, a.work_dir,
-                                    f"parakeet_{kind}_tiny", meta, check=not a.no_check, quant_check=True)
+                                    f"parakeet_{kind}_tiny", meta, check=not a.no_check,
+                                    quant_check=not TINY[kind].get("cap"))
     check_tokenizer(a.work_dir / f"parakeet_{a.kinds[0]}_tiny_hf", check_tokenizer_dir, len(TINY_PIECES))
     (a.work_dir / "report.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report, indent=1, default=str))

@@ -1,10 +1,14 @@
-/* Parakeet parity with transformers: tiny random-init CTC and TDT models
+/* Parakeet parity with transformers: tiny random-init CTC, TDT and RNN-T models
  * (tests/fixtures, made by scripts/dump_parakeet.py) — log-mel, encoder
- * output, head output, token ids, frames and durations, and the text. */
+ * output, head output, token ids, frames and durations, and the text. The
+ * TDT cap fixture's tokens are NeMo's (max_symbols per frame), which differ
+ * from transformers' generate() (no cap), also stored: both searches give
+ * NeMo's. A TDT file with a max_symbols of 0 or 2^31 is refused at load. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_write.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/parakeet/parakeet.h"
@@ -43,6 +47,28 @@ static float max_abs(const float *got, const float *want, size_t n) {
   for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(got[i] - want[i]));
   return e;
 }
+
+/* Whether tk holds exactly the tokens, frames and durations of the reference's
+ * `prefix`tokens, `prefix`token_frames and `prefix`token_durations keys of clip
+ * `name`; *found: whether those keys exist. */
+static bool same_tokens(const dec_tokens *tk, const gguf_file *ref, const char *name, const char *prefix,
+                        bool *found) {
+  char k[3][160];
+  snprintf(k[0], sizeof k[0], "ref.%s.%stokens", name, prefix);
+  snprintf(k[1], sizeof k[1], "ref.%s.%stoken_frames", name, prefix);
+  snprintf(k[2], sizeof k[2], "ref.%s.%stoken_durations", name, prefix);
+  const gguf_kv *ids = gguf_find(ref, k[0]), *at = gguf_find(ref, k[1]), *dur = gguf_find(ref, k[2]);
+  *found = ids && at && dur;
+  bool same = *found && tk->n == ids->n && at->n == ids->n && dur->n == ids->n;
+  for (size_t i = 0; same && i < tk->n; i++)
+    same = tk->v[i].id == ids->v.i32[i] && tk->v[i].frame == at->v.i32[i] &&
+           tk->v[i].frames == dur->v.i32[i];
+  return same;
+}
+
+/* Clips where the reference keeps transformers' generate() tokens, and steno's
+ * (NeMo's) differ from them: the cap fixture's demonstration. */
+static int generate_differs;
 
 static void clip(parakeet *m, const gguf_file *ref, const char *name, const char *model) {
   char what[256];
@@ -105,12 +131,13 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
                 *dur = ref_key(ref, name, "token_durations");
   for (int gpu = 0; ids && at && dur && gpu <= !ctc; gpu++) {
     const dec_tokens *tk = gpu ? &gtoks : &toks;
-    bool same = tk->n == ids->n;
-    for (size_t i = 0; same && i < tk->n; i++)
-      same = tk->v[i].id == ids->v.i32[i] && tk->v[i].frame == at->v.i32[i] &&
-             tk->v[i].frames == dur->v.i32[i];
+    bool found, same = same_tokens(tk, ref, name, "", &found);
     CHECK(same, "%s %s (%s search): %zu tokens, reference %zu (or ids/frames/durations differ)",
           model, name, gpu ? "GPU" : "CPU", tk->n, ids->n);
+    bool gen_same = same_tokens(tk, ref, name, "generate.", &found);
+    CHECK(!gen_same, "%s %s (%s search): transformers' uncapped decode, not NeMo's", model, name,
+          gpu ? "GPU" : "CPU");
+    generate_differs += found && !gen_same && gpu == !ctc;
     if (!same)
       for (size_t i = 0; i < tk->n || i < ids->n; i++)
         fprintf(stderr, "  [%zu] got %d@%d+%d  want %d@%d+%d\n", i, i < tk->n ? tk->v[i].id : -1,
@@ -123,7 +150,7 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
 
   /* End to end from the samples, as the API runs it. */
   steno_result *r = NULL;
-  CHECK_OK(parakeet_transcribe(m, pcm, n_pcm, &r));
+  CHECK_OK(parakeet_transcribe(m, pcm, n_pcm, NULL, &r));
   const gguf_kv *text = ref_key(ref, name, "text");
   if (r && text)
     CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "%s %s: text '%s', reference '%s'",
@@ -146,10 +173,47 @@ static void model(const char *file) {
   gguf_close(ref);
 }
 
+/* Writes `stt.parakeet.tdt.max_symbols` as the uint32 in ctx. */
+static bool set_max_symbols(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  if (strcmp(kv->key, "stt.parakeet.tdt.max_symbols")) return false;
+  gw_u32(w, kv->key, *(const uint32_t *)ctx);
+  return true;
+}
+
+/* A crafted max_symbols (0: no cap, or one that makes the step bound huge)
+ * is refused at load, with the key named. */
+static void bad_max_symbols(void) {
+  static const uint32_t bad[] = {0, TRANSDUCER_MAX_SYMBOLS + 1, 1u << 31, UINT32_MAX};
+  gguf_file *src, *ref;
+  fixture_open("parakeet_tdt_cap_tiny", &src, &ref);
+  for (size_t i = 0; src && i < sizeof bad / sizeof *bad; i++) {
+    gw_edit e = {.key = set_max_symbols, .ctx = &bad[i]};
+    size_t size;
+    uint8_t *bytes = gw_rewrite(src, &e, &size);
+    gguf_file *f = NULL;
+    CHECK_OK(gguf_open_memory(&f, bytes, size, "crafted.gguf"));
+    parakeet *m = NULL;
+    int st = f ? parakeet_load(test_device(), f, &m) : -1;
+    CHECK(st == STENO_ERR_FORMAT && !m && strstr(steno_last_error(), "max_symbols"),
+          "max_symbols %u: load gave %d (%s)", bad[i], st, steno_last_error());
+    parakeet_free(m);
+    gguf_close(f);
+    free(bytes);
+  }
+  gguf_close(src);
+  gguf_close(ref);
+}
+
 int main(void) {
   test_device();
   model("parakeet_ctc_tiny");
   model("parakeet_tdt_tiny");
   model("parakeet_rnnt_tiny");
+  CHECK(generate_differs == 0, "%d clips differ from transformers' generate() before the cap fixture",
+        generate_differs);
+  model("parakeet_tdt_cap_tiny");
+  CHECK(generate_differs >= 2, "the cap fixture shows NeMo and transformers differ in %d clips",
+        generate_differs);
+  bad_max_symbols();
   return check_done();
 }

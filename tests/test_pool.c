@@ -64,9 +64,9 @@ static void decoder_threads(void) {
   m.pred_b = m.out_b = zeros;
   dec_tokens one = {0}, three = {0};
   m.threads = 1;
-  CHECK_OK(transducer_greedy(&m, enc, T, J, &one));
+  CHECK_OK(transducer_greedy(&m, enc, T, J, NULL, &one));
   m.threads = 3;
-  CHECK_OK(transducer_greedy(&m, enc, T, J, &three));
+  CHECK_OK(transducer_greedy(&m, enc, T, J, NULL, &three));
   bool same = one.n == three.n && one.n > 0;
   for (size_t i = 0; same && i < one.n; i++)
     same = one.v[i].id == three.v[i].id && one.v[i].frame == three.v[i].frame &&
@@ -74,7 +74,7 @@ static void decoder_threads(void) {
   CHECK(same, "1 thread: %zu tokens, 3 threads: %zu, not the same", one.n, three.n);
   m.threads = 17; /* 16 workers: more than a pool takes */
   dec_tokens none = {0};
-  CHECK(transducer_greedy(&m, enc, T, J, &none) == STENO_ERR_INVALID, "17 threads refused");
+  CHECK(transducer_greedy(&m, enc, T, J, NULL, &none) == STENO_ERR_INVALID, "17 threads refused");
   dec_free(&one), dec_free(&three), dec_free(&none);
   free(zeros);
   for (int i = 0; i < k; i++) free(owned[i]);

@@ -2,8 +2,11 @@
  * one (decode/transducer.c, the plain C reference) on random weights: RNN-T
  * and TDT, one to three LSTM layers, the three joint activations, the 0.6B
  * models' widths. Tokens, frames and durations exactly; confidences to 1e-4.
- * Random weights decode degenerately (many symbols per frame, the step cap):
- * every rule of the search gets exercised. */
+ * Random weights decode degenerately (many symbols per frame, the
+ * max_symbols cap): every rule of the search gets exercised. Also: both
+ * searches stop when the caller's abort callback asks, and refuse a
+ * max_symbols outside 1 .. TRANSDUCER_MAX_SYMBOLS. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,41 +23,84 @@ static float *random_weights(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
-/* boost: added to the blank's logit bias (4 × boost to duration 0's), so that
- * blanks of duration 0 (which still advance one frame) come up often. */
-static void one(const char *what, int hidden, int layers, int joint, int vocab, int n_dur,
-                joint_act act, int max_symbols, int t, uint32_t seed, float boost) {
-  static const int durs[] = {0, 1, 2, 3, 4};
-  transducer m = {.vocab = vocab, .hidden = hidden, .layers = layers, .joint = joint, .act = act,
-                  .durations = n_dur ? durs : NULL, .n_durations = n_dur,
-                  .max_symbols = max_symbols, .threads = 1};
+/* A random decoder and encoder projection (stride joint + 3, as the GPU head
+ * pads); what it allocated is in keep[0 .. *k). */
+typedef struct {
+  transducer m;
+  float *keep[8 + 3 * TRANSDUCER_MAX_LAYERS];
+  int k;
+  float *enc;
+  uint32_t stride;
+  gpu_buffer *genc;
+} model;
+
+static const int durs[] = {0, 1, 2, 3, 4};
+
+/* blank_boost is added to the blank's logit bias, dur0_boost to duration 0's:
+ * blanks of duration 0 (which still advance one frame), runs of tokens of
+ * duration 0 up to the max_symbols cap, or (blank_boost −1e4) no blank at all. */
+static void model_new(model *x, int hidden, int layers, int joint, int vocab, int n_dur,
+                      joint_act act, int max_symbols, int t, uint32_t seed, float blank_boost,
+                      float dur0_boost) {
+  *x = (model){.m = {.vocab = vocab, .hidden = hidden, .layers = layers, .joint = joint, .act = act,
+                     .durations = n_dur ? durs : NULL, .n_durations = n_dur,
+                     .max_symbols = max_symbols, .threads = 1}};
+  transducer *m = &x->m;
   size_t H = (size_t)hidden, J = (size_t)joint, R = (size_t)(vocab + n_dur);
   float sh = 1.0f / sqrtf((float)H), sj = 2.0f / sqrtf((float)J);
-  float *keep[4 + 3 * TRANSDUCER_MAX_LAYERS] = {0};
-  int k = 0;
-  m.embed = keep[k++] = random_weights((size_t)vocab * H, 1.0f, seed + 1);
+  m->embed = x->keep[x->k++] = random_weights((size_t)vocab * H, 1.0f, seed + 1);
   for (int l = 0; l < layers; l++) {
-    m.wx[l] = keep[k++] = random_weights(4 * H * H, sh, seed + 10 + l);
-    m.wh[l] = keep[k++] = random_weights(4 * H * H, sh, seed + 20 + l);
-    m.b[l] = keep[k++] = random_weights(4 * H, 0.5f, seed + 30 + l);
+    m->wx[l] = x->keep[x->k++] = random_weights(4 * H * H, sh, seed + 10 + l);
+    m->wh[l] = x->keep[x->k++] = random_weights(4 * H * H, sh, seed + 20 + l);
+    m->b[l] = x->keep[x->k++] = random_weights(4 * H, 0.5f, seed + 30 + l);
   }
-  float *pred_w = random_weights(J * H, sh, seed + 2), *pred_b = random_weights(J, 0.5f, seed + 3);
-  float *out_w = random_weights(R * J, sj, seed + 4), *out_b = random_weights(R, 0.5f, seed + 5);
-  out_b[vocab - 1] += boost;
-  if (n_dur) out_b[vocab] += 4 * boost;
-  m.pred_w = pred_w, m.pred_b = pred_b, m.out_w = out_w, m.out_b = out_b;
-  /* The encoder projection in a wider buffer (stride joint + 3), as the GPU head pads. */
-  uint32_t stride = (uint32_t)J + 3;
-  float *enc = random_weights((size_t)t * stride, 1.0f, seed + 6);
-  gpu_buffer *genc = NULL;
-  CHECK_OK(gpu_buffer_from(test_device(), enc, (size_t)t * stride * sizeof *enc, &genc));
+  m->pred_w = x->keep[x->k++] = random_weights(J * H, sh, seed + 2);
+  m->pred_b = x->keep[x->k++] = random_weights(J, 0.5f, seed + 3);
+  m->out_w = x->keep[x->k++] = random_weights(R * J, sj, seed + 4);
+  float *out_b = x->keep[x->k++] = random_weights(R, 0.5f, seed + 5);
+  out_b[vocab - 1] += blank_boost;
+  if (n_dur) out_b[vocab] += dur0_boost;
+  m->out_b = out_b;
+  x->stride = (uint32_t)J + 3;
+  x->enc = x->keep[x->k++] = random_weights((size_t)t * x->stride, 1.0f, seed + 6);
+  CHECK_OK(gpu_buffer_from(test_device(), x->enc, (size_t)t * x->stride * sizeof *x->enc, &x->genc));
+}
 
+static void model_free(model *x) {
+  gpu_buffer_free(x->genc);
+  for (int i = 0; i < x->k; i++) free(x->keep[i]);
+}
+
+/* Frames where the search kept max_symbols tokens of duration 0 (the cap
+ * moved it on); CHECKs that no frame kept more. */
+static int cap_hits(const char *what, const dec_tokens *d, int max_symbols) {
+  int hits = 0;
+  for (size_t i = 0, j; i < d->n; i = j) {
+    int zero = 0;
+    for (j = i; j < d->n && d->v[j].frame == d->v[i].frame; j++) zero += d->v[j].frames == 0;
+    CHECK(zero <= max_symbols, "%s: %d tokens of duration 0 at frame %d", what, zero, d->v[i].frame);
+    hits += zero == max_symbols;
+  }
+  return hits;
+}
+
+/* CPU and GPU searches agree; returns the frames where the cap moved the
+ * search on. */
+static int one(const char *what, int hidden, int layers, int joint, int vocab, int n_dur,
+               joint_act act, int max_symbols, int t, uint32_t seed, float blank_boost,
+               float dur0_boost) {
+  model x;
+  model_new(&x, hidden, layers, joint, vocab, n_dur, act, max_symbols, t, seed, blank_boost, dur0_boost);
+  transducer m = x.m;
+  float *enc = x.enc;
+  uint32_t stride = x.stride;
+  gpu_buffer *genc = x.genc;
   dec_tokens want = {0}, got = {0};
-  CHECK_OK(transducer_greedy(&m, enc, t, (int)stride, &want));
+  CHECK_OK(transducer_greedy(&m, enc, t, (int)stride, NULL, &want));
   gpu_transducer *g = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &m, &g));
   CHECK(g, "%s: no GPU decoder", what);
-  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, &got));
+  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, NULL, &got));
   bool same = want.n == got.n;
   double worst = 0;
   for (size_t i = 0; same && i < want.n; i++) {
@@ -66,32 +112,93 @@ static void one(const char *what, int hidden, int layers, int joint, int vocab, 
   CHECK(worst <= 1e-4, "%s: confidences off by %.2e", what, worst);
   /* Again on the same decoder: nothing of the last search stays behind. */
   dec_tokens again = {0};
-  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, &again));
+  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, NULL, &again));
   bool repeat = again.n == got.n;
   for (size_t i = 0; repeat && i < got.n; i++) repeat = again.v[i].id == got.v[i].id;
   CHECK(repeat, "%s: a second search differs", what);
-  printf("%-34s %4zu tokens over %3d frames, confidences max |Δ| %.1e\n", what, got.n, t, worst);
+  int hits = n_dur ? cap_hits(what, &want, max_symbols) : 0;
+  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e\n", what, got.n,
+         t, hits, worst);
   dec_free(&want), dec_free(&got), dec_free(&again);
   gpu_transducer_free(g);
-  gpu_buffer_free(genc);
-  for (int i = 0; i < k; i++) free(keep[i]);
-  free(pred_w), free(pred_b), free(out_w), free(out_b), free(enc);
+  model_free(&x);
+  return hits;
+}
+
+/* Counts its calls; asks to stop at the third. */
+static int stop_at_third(void *user) {
+  int *calls = user;
+  return ++*calls >= 3;
+}
+
+/* A search that never meets a blank (max_symbols · t steps, 300 000 here)
+ * stops at the abort callback's third "yes, stop" check: STENO_ERR_ABORTED
+ * after at most 3 polls' worth of steps. */
+static void aborts(void) {
+  enum { T = 3000, CAP = TRANSDUCER_MAX_SYMBOLS };
+  model x;
+  model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, CAP, T, 800, -1e4f, 50.0f);
+  int calls = 0;
+  transducer_abort stop = {stop_at_third, &calls};
+  dec_tokens cpu = {0}, gpu = {0};
+  CHECK(transducer_greedy(&x.m, x.enc, T, (int)x.stride, &stop, &cpu) == STENO_ERR_ABORTED,
+        "CPU search not aborted");
+  CHECK(calls == 3 && cpu.n <= 3 * TRANSDUCER_POLL_STEPS,
+        "CPU search: %d abort checks, %zu tokens before stopping", calls, cpu.n);
+  gpu_transducer *g = NULL;
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  calls = 0;
+  if (g) CHECK(gpu_transducer_greedy(g, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
+               "GPU search not aborted");
+  CHECK(calls == 3, "GPU search: %d abort checks", calls);
+  printf("abort: CPU stopped after %zu tokens, GPU after 3 chunks\n", cpu.n);
+  dec_free(&cpu), dec_free(&gpu);
+  gpu_transducer_free(g);
+  model_free(&x);
+}
+
+/* A max_symbols of 0 or beyond TRANSDUCER_MAX_SYMBOLS (a crafted file's 2^31 − 1
+ * among them) is refused by both searches, and the step bound neither
+ * overflows nor goes unbounded. */
+static void bad_max_symbols(void) {
+  static const int bad[] = {0, -1, TRANSDUCER_MAX_SYMBOLS + 1, INT_MAX};
+  model x;
+  model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, 10, 4, 900, 0, 0);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    x.m.max_symbols = bad[i];
+    dec_tokens d = {0};
+    CHECK(transducer_greedy(&x.m, x.enc, 4, (int)x.stride, NULL, &d) == STENO_ERR_INVALID,
+          "CPU search took max_symbols %d", bad[i]);
+    gpu_transducer *g = NULL;
+    CHECK(gpu_transducer_new(test_device(), &x.m, &g) == STENO_ERR_INVALID && !g,
+          "GPU search took max_symbols %d", bad[i]);
+    CHECK(transducer_max_steps(bad[i], INT32_MAX) == 0, "a step bound for max_symbols %d", bad[i]);
+    dec_free(&d);
+  }
+  CHECK(transducer_max_steps(TRANSDUCER_MAX_SYMBOLS, INT32_MAX) == (int64_t)TRANSDUCER_MAX_SYMBOLS * INT32_MAX,
+        "the largest step bound overflows");
+  model_free(&x);
 }
 
 int main(void) {
   test_device();
-  one("TDT small", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 100, 0);
-  one("TDT small, blanks of duration 0", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 150, 0.9f);
-  one("RNN-T small, 3 symbols per frame", 32, 2, 48, 41, 0, JOINT_RELU, 3, 30, 200, 0);
-  one("RNN-T small, many blanks", 32, 2, 48, 41, 0, JOINT_RELU, 3, 30, 250, 0.9f);
-  one("TDT 3 layers, tanh", 24, 3, 40, 70, 5, JOINT_TANH, 10, 25, 300, 0);
-  one("RNN-T sigmoid, odd widths", 37, 2, 53, 300, 0, JOINT_SIGMOID, 5, 17, 400, 0);
-  one("TDT 0.6B v2 widths", 640, 2, 640, 1025, 5, JOINT_RELU, 10, 5, 500, 0);
-  one("RNN-T 1.1B widths, step cap", 640, 2, 640, 1025, 0, JOINT_RELU, 2, 8, 600, 0);
+  one("TDT small", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 100, 0, 0);
+  one("TDT small, blanks of duration 0", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 150, 0.9f, 3.6f);
+  /* Duration 0 wins almost everywhere: runs of tokens at one frame end at the cap. */
+  int hits = one("TDT small, the cap binds", 32, 1, 48, 41, 5, JOINT_RELU, 4, 30, 160, 0, 1.5f);
+  CHECK(hits >= 3, "TDT cap case: the max_symbols cap moved the search on %d times", hits);
+  one("RNN-T small, 3 symbols per frame", 32, 2, 48, 41, 0, JOINT_RELU, 3, 30, 200, 0, 0);
+  one("RNN-T small, many blanks", 32, 2, 48, 41, 0, JOINT_RELU, 3, 30, 250, 0.9f, 0);
+  one("TDT 3 layers, tanh", 24, 3, 40, 70, 5, JOINT_TANH, 10, 25, 300, 0, 0);
+  one("RNN-T sigmoid, odd widths", 37, 2, 53, 300, 0, JOINT_SIGMOID, 5, 17, 400, 0, 0);
+  one("TDT 0.6B v2 widths", 640, 2, 640, 1025, 5, JOINT_RELU, 10, 5, 500, 0, 0);
+  one("RNN-T 1.1B widths, step cap", 640, 2, 640, 1025, 0, JOINT_RELU, 2, 8, 600, 0, 0);
   /* No frames: nothing to search. */
-  one("TDT, no frames", 32, 1, 48, 41, 5, JOINT_RELU, 10, 0, 700, 0);
+  one("TDT, no frames", 32, 1, 48, 41, 5, JOINT_RELU, 10, 0, 700, 0, 0);
+  aborts();
+  bad_max_symbols();
   /* Too wide for the kernels: the CPU path decodes those. */
-  transducer wide = {.vocab = 10, .hidden = 4096, .layers = 1, .joint = 64};
+  transducer wide = {.vocab = 10, .hidden = 4096, .layers = 1, .joint = 64, .max_symbols = 10};
   gpu_transducer *g = (gpu_transducer *)1;
   CHECK_OK(gpu_transducer_new(test_device(), &wide, &g));
   CHECK(!g, "hidden 4096 accepted");

@@ -140,47 +140,75 @@ static float confidence(const float *x, int n) {
   return (float)(1.0 - ent / log((double)n));
 }
 
-long transducer_max_steps(int max_symbols, long t) {
-  return max_symbols > 0 ? max_symbols * t - 1 : 16 * t + 1024;
+int64_t transducer_max_steps(int max_symbols, int64_t t) {
+  return max_symbols >= 1 && max_symbols <= TRANSDUCER_MAX_SYMBOLS && t > 0 ? max_symbols * t : 0;
 }
 
-int transducer_greedy(const transducer *m, const float *enc, int t, int stride, dec_tokens *out) {
-  if (m->layers < 1 || m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
-    return err_set(STENO_ERR_INVALID, "transducer with %d layers, %d classes", m->layers, m->vocab);
+int transducer_check_abort(const transducer_abort *stop) {
+  if (stop && stop->fn && stop->fn(stop->user)) return err_set(STENO_ERR_ABORTED, "aborted");
+  return 0;
+}
+
+/* The scratch of a search in one allocation, and the pool for the large
+ * products. */
+static int state_new(const transducer *m, pred_state *s, float **mem) {
   size_t H = (size_t)m->hidden, L = (size_t)m->layers;
   size_t floats = 4 * L * H + 2 * H + 4 * H + H + 2 * (size_t)m->joint + (size_t)(m->vocab + m->n_durations);
-  float *mem = mem_alloc(floats, sizeof *mem);
-  if (!mem) return STENO_ERR_NOMEM;
-  pred_state s;
-  float *at = mem;
-  s.h = at, at += L * H;
-  s.c = at, at += L * H;
-  s.h2 = at, at += L * H;
-  s.c2 = at, at += L * H;
-  s.out = at, at += H;
-  s.x = at, at += H;
-  s.gates = at, at += 4 * H;
-  s.p = at, at += (size_t)m->joint;
-  s.z = at, at += (size_t)m->joint;
-  s.logits = at;
-  s.threads = NULL;
+  float *at = *mem = mem_alloc(floats, sizeof *at);
+  if (!at) return STENO_ERR_NOMEM;
+  s->h = at, at += L * H;
+  s->c = at, at += L * H;
+  s->h2 = at, at += L * H;
+  s->c2 = at, at += L * H;
+  s->out = at, at += H;
+  s->x = at, at += H;
+  s->gates = at, at += 4 * H;
+  s->p = at, at += (size_t)m->joint;
+  s->z = at, at += (size_t)m->joint;
+  s->logits = at;
+  s->threads = NULL;
   int workers = m->threads == 1 ? 0 : m->threads > 1 ? m->threads - 1 : pool_default_workers();
   /* Threads only pay when the joint's output matrix is large (real models). */
   if (workers > 0 && (size_t)(m->vocab + m->n_durations) * m->joint >= THREAD_MIN_WEIGHTS) {
-    int st = pool_new(workers, &s.threads);
+    int st = pool_new(workers, &s->threads);
     if (st) {
-      free(mem);
+      free(*mem);
       return st;
     }
   }
+  return 0;
+}
 
+/* Where the search goes after choosing tok with duration dur at *step, with
+ * *symbols tokens already kept at this frame (NeMo's label looping: a blank
+ * moves on by its duration, at least 1; a token of duration 0 stays, the
+ * max_symbols-th such one moving on by 1 — the force_blank_mask of
+ * GreedyBatchedTDTLabelLoopingComputer; transcribe.cpp's decode_tdt_greedy
+ * does the same). RNN-T: dur is 1 for blank, 0 for a token. */
+static void advance(bool blank, int dur, int cap, int *step, int *symbols) {
+  int move = blank && dur == 0 ? 1 : dur;
+  if (move == 0 && ++*symbols >= cap) move = 1;
+  if (move) *step += move, *symbols = 0;
+}
+
+int transducer_greedy(const transducer *m, const float *enc, int t, int stride,
+                      const transducer_abort *stop, dec_tokens *out) {
+  if (m->layers < 1 || m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
+    return err_set(STENO_ERR_INVALID, "transducer with %d layers, %d classes", m->layers, m->vocab);
+  if (m->max_symbols < 1 || m->max_symbols > TRANSDUCER_MAX_SYMBOLS)
+    return err_set(STENO_ERR_INVALID, "transducer with %d symbols per frame (1 to %d)", m->max_symbols,
+                   TRANSDUCER_MAX_SYMBOLS);
+  pred_state s;
+  float *mem;
+  TRY(state_new(m, &s, &mem));
+  size_t HL = (size_t)m->hidden * m->layers;
   bool tdt = m->durations != NULL;
-  int blank = m->vocab - 1, cap = m->max_symbols;
-  int st = 0, symbols = 0, step = 0;
-  long steps = transducer_max_steps(cap, t);
+  int blank = m->vocab - 1, st = 0, symbols = 0, step = 0;
+  int64_t steps = transducer_max_steps(m->max_symbols, t);
   /* The start token is blank, whose embedding row is zero in published models. */
   predict(m, &s, blank);
-  while (step < t && !st && steps-- > 0) {
+  for (int64_t n = 0; step < t && !st && n < steps; n++) {
+    if (n % TRANSDUCER_POLL_STEPS == 0 && (st = transducer_check_abort(stop))) break;
     joint(m, &s, enc + (size_t)step * stride);
     int tok = dec_argmax(s.logits, m->vocab);
     int dur = tdt ? m->durations[dec_argmax(s.logits + m->vocab, m->n_durations)] : 1;
@@ -188,20 +216,11 @@ int transducer_greedy(const transducer *m, const float *enc, int t, int stride, 
       dec_token d = {.id = tok, .frame = step, .frames = dur, .p = confidence(s.logits, m->vocab)};
       st = dec_push(out, d);
       /* Commit the state the token was predicted from, then feed the token. */
-      memcpy(s.h, s.h2, L * H * sizeof *s.h);
-      memcpy(s.c, s.c2, L * H * sizeof *s.c);
+      memcpy(s.h, s.h2, HL * sizeof *s.h);
+      memcpy(s.c, s.c2, HL * sizeof *s.c);
       predict(m, &s, tok);
     }
-    if (tdt) {
-      /* A blank always moves on (transformers and NeMo force duration ≥ 1). */
-      step += tok == blank && dur == 0 ? 1 : dur;
-    } else if (tok == blank) {
-      step++;
-      symbols = 0;
-    } else if (++symbols >= cap) {
-      step++;
-      symbols = 0;
-    }
+    advance(tok == blank, tdt || tok == blank ? dur : 0, m->max_symbols, &step, &symbols);
   }
   pool_free(s.threads);
   free(mem);

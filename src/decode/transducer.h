@@ -4,9 +4,16 @@
 #ifndef STENO_DECODE_TRANSDUCER_H
 #define STENO_DECODE_TRANSDUCER_H
 
+#include <stdint.h>
+
 #include "decode/tokens.h"
 
 #define TRANSDUCER_MAX_LAYERS 4
+/* The most symbols per frame a model may ask for: NeMo's models use 10; the
+ * bound keeps a crafted file's search (max_symbols · t steps) short. */
+#define TRANSDUCER_MAX_SYMBOLS 100
+/* A CPU search asks the caller whether to stop every this many steps. */
+#define TRANSDUCER_POLL_STEPS 32
 
 typedef enum { JOINT_RELU, JOINT_SIGMOID, JOINT_TANH } joint_act;
 
@@ -18,8 +25,8 @@ typedef struct {
   joint_act act;
   const int *durations; /* TDT: durations in frames; NULL for RNN-T */
   int n_durations;
-  int max_symbols;      /* RNN-T: symbols per frame before a forced advance (10);
-                           both: at most max_symbols · t decoding steps */
+  int max_symbols;      /* symbols at one frame before a forced advance (10), 1 to
+                           TRANSDUCER_MAX_SYMBOLS: at most max_symbols · t steps */
   const float *embed;   /* [vocab][hidden] */
   const float *wx[TRANSDUCER_MAX_LAYERS]; /* [4·hidden][hidden], gates i, f, g, o */
   const float *wh[TRANSDUCER_MAX_LAYERS]; /* [4·hidden][hidden] */
@@ -30,15 +37,30 @@ typedef struct {
                   online CPU (at most 16), 1 = the caller only; same result either way */
 } transducer;
 
-/* The most decoding steps a search over t frames makes (as transformers'
- * generate: max_symbols · t in all, counted as transducer_greedy counts them);
- * ≤ 0: none. The GPU search (gpu/transducer.c) keeps the same bound. */
-long transducer_max_steps(int max_symbols, long t);
+/* A caller's wish to stop (steno_transcribe_params.abort), polled during a
+ * search: fn returning non-zero ends it with STENO_ERR_ABORTED. */
+typedef struct {
+  int (*fn)(void *user); /* NULL: never stop */
+  void *user;
+} transducer_abort;
+
+/* Whether the caller asks to stop (stop may be NULL); sets the error. */
+int transducer_check_abort(const transducer_abort *stop);
+
+/* The most decoding steps a search over t frames can make: each frame takes
+ * at most max_symbols steps (see transducer_greedy), so max_symbols · t; 0
+ * for a max_symbols outside 1 .. TRANSDUCER_MAX_SYMBOLS (a search refuses it).
+ * The GPU search (gpu/transducer.c) keeps the same bound. */
+int64_t transducer_max_steps(int max_symbols, int64_t t);
 
 /* Greedy decoding over `t` frames of enc [t][stride] (the joint's encoder
- * projection, bias included), as transformers' ParakeetForRNNT/TDT.generate:
- * the predictor starts from the blank token; TDT when durations are set (a
- * blank of duration 0 advances one frame), else RNN-T. */
-int transducer_greedy(const transducer *m, const float *enc, int t, int stride, dec_tokens *out);
+ * projection, bias included), as NeMo's greedy_batch (label looping) and
+ * transcribe.cpp decode: the predictor starts from the blank token; TDT when
+ * durations are set, else RNN-T. A blank moves on by its duration (TDT: at
+ * least 1; RNN-T: 1); a token stays on its frame when its duration is 0 (RNN-T:
+ * always), until max_symbols of them there force a move of one frame. Polls
+ * stop every TRANSDUCER_POLL_STEPS steps. */
+int transducer_greedy(const transducer *m, const float *enc, int t, int stride,
+                      const transducer_abort *stop, dec_tokens *out);
 
 #endif

@@ -66,6 +66,9 @@ static int upload_all(gpu_transducer *g, const transducer *m) {
 
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
   *out = NULL;
+  if (transducer_max_steps(m->max_symbols, 1) == 0)
+    return err_set(STENO_ERR_INVALID, "transducer with %d symbols per frame (1 to %d)", m->max_symbols,
+                   TRANSDUCER_MAX_SYMBOLS);
   if (m->hidden < 1 || m->hidden > 2048 || m->joint < 1 || m->joint > 4096 || m->layers < 1 ||
       m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
     return 0;
@@ -122,9 +125,8 @@ static int fit(gpu_transducer *g, uint32_t room) {
 }
 
 int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
-                          dec_tokens *out) {
-  long bound = transducer_max_steps(g->max_symbols, (long)t);
-  uint64_t steps = bound > 0 ? (uint64_t)bound : 0;
+                          const transducer_abort *stop, dec_tokens *out) {
+  uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, t);
   if (steps > (1u << 26) || (uint64_t)t * stride > gpu_buffer_size(enc) / sizeof(float))
     return err_set(STENO_ERR_INVALID, "transducer search over %u frames of %u", t, stride);
   uint32_t room = steps > 0 ? (uint32_t)steps : 1;
@@ -144,7 +146,7 @@ int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32
   if (!rc) rc = gpu_upload(g->c, 0, zeros, hc);
   free(zeros);
   for (int chunk = CHUNK_FIRST, first = 1; !rc && !st[ST_DONE]; first = 0) {
-    if ((rc = gpu_rec_begin(g->rec))) break;
+    if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(g->rec))) break;
     if (first) record_predict(g);
     record_steps(g, enc, t, stride, chunk);
     if ((rc = gpu_rec_run(g->rec)) || (rc = gpu_download(g->state, 0, st, sizeof st))) break;

@@ -12,15 +12,17 @@
 
 typedef struct gpu_transducer gpu_transducer;
 
-/* Uploads m's weights (f32). *out stays NULL where the shapes
+/* Uploads m's weights (f32); STENO_ERR_INVALID for a max_symbols that
+ * transducer_greedy refuses. *out stays NULL where the shapes
  * exceed the kernels' shared memory (hidden > 2048, joint > 4096): the CPU
  * path decodes those. */
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);
 void gpu_transducer_free(gpu_transducer *g);
 
 /* transducer_greedy over `t` frames of enc [t][stride] on the device: the
- * same tokens, frames and durations; confidences summed in f32. */
+ * same tokens, frames and durations; confidences summed in f32. Polls stop
+ * before each chunk of steps (at most 512: well under a second). */
 int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
-                          dec_tokens *out);
+                          const transducer_abort *stop, dec_tokens *out);
 
 #endif

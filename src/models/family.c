@@ -11,8 +11,8 @@ static int parakeet_load_any(gpu_device *dev, const gguf_file *f, void **m) {
 static void parakeet_free_any(void *m) { parakeet_free(m); }
 static int parakeet_transcribe_any(void *m, const float *pcm, size_t n,
                                    const steno_transcribe_params *p, steno_result **out) {
-  (void)p;
-  return parakeet_transcribe(m, pcm, n, out);
+  transducer_abort stop = {p->abort, p->abort_user};
+  return parakeet_transcribe(m, pcm, n, &stop, out);
 }
 
 static int whisper_load_any(gpu_device *dev, const gguf_file *f, void **m) {

@@ -10,7 +10,7 @@
 //    token's confidence, and the move. One dispatch instead of two: the
 //    search is bound by dispatch latency (docs/perf.md).
 // state  uint (binding 0), written by the last workgroup's invocation 0:
-//        [0] done  [1] step (frame)  [2] steps left  [3] symbols at this frame (RNN-T)
+//        [0] done  [1] step (frame)  [2] steps left  [3] tokens of duration 0 at this frame
 //        [4] emit: the LSTM takes `tok` this step  [5] cur: which h/c copy is current
 //        [6] tok  [7] tokens out  [8] room for tokens  [9] workgroups finished
 // enc    f32 (binding 1): the joint's encoder projection, frame s at s·stride
@@ -124,14 +124,14 @@ void pick_step(uint me) {
     n++;
     emit = 1;
   }
-  if (pc.n_dur > 0) {
-    step += tok == blank && d == 0 ? 1 : uint(d); // a blank always moves on
-  } else if (tok == blank) {
-    step++;
-    symbols = 0;
-  } else if (++symbols >= pc.max_symbols) {
-    step++;
-    symbols = 0;
+  // The move of transducer.c's advance(): a blank moves on by its duration
+  // (at least 1; RNN-T: 1), a token by its duration (RNN-T: 0), and the
+  // max_symbols-th token of duration 0 at one frame by 1.
+  uint move = tok == blank ? max(uint(d), 1u) : pc.n_dur > 0 ? uint(d) : 0u;
+  if (move == 0u && ++symbols >= pc.max_symbols) move = 1u;
+  if (move != 0u) {
+    step += move;
+    symbols = 0u;
   }
   bool go = step < pc.t && left > 0 && n < state[8];
   state[0] = go ? 0 : 1;

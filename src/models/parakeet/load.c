@@ -205,6 +205,9 @@ static int head(parakeet *m, const gguf_file *f) {
     const gguf_kv *dur;
     TRY(gguf_get_arr(f, KEY "tdt.durations", GGUF_VAL_INT32, &dur));
     TRY(gguf_opt_u32(f, KEY "tdt.max_symbols", &max_symbols));
+    if (max_symbols < 1 || max_symbols > TRANSDUCER_MAX_SYMBOLS)
+      return err_set(STENO_ERR_FORMAT, "%s: tdt.max_symbols %u: must be 1 to %d symbols per frame",
+                     f->name, max_symbols, TRANSDUCER_MAX_SYMBOLS);
     if (dur->n != extra || extra == 0)
       return err_set(STENO_ERR_FORMAT, "%s: %zu TDT durations for %u extra outputs", f->name,
                      dur->n, extra);

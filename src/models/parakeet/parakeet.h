@@ -78,7 +78,9 @@ int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out)
  * (the same search; STENO_ERR_INVALID without m->gdec). */
 int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out);
 
-/* All of it: 16 kHz mono pcm → a result. */
-int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out);
+/* All of it: 16 kHz mono pcm → a result; stop (may be NULL) is polled after
+ * the encoder and during the search (STENO_ERR_ABORTED). */
+int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, const transducer_abort *stop,
+                        steno_result **out);
 
 #endif

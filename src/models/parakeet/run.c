@@ -125,15 +125,23 @@ int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc,
   return 0;
 }
 
+/* Greedy decoding of the head's output: on the host from head, or (gpu) on
+ * the device from the arena's copy; stop is polled during a transducer search. */
+static int decode(parakeet *m, const float *head, uint32_t t, bool gpu, const transducer_abort *stop,
+                  dec_tokens *out) {
+  uint32_t width = gpu_linear_width(&m->head);
+  if (gpu && !m->gdec) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
+  if (gpu) return gpu_transducer_greedy(m->gdec, m->arena.head, t, width, stop, out);
+  if (m->c.head == HEAD_CTC) return ctc_greedy(head, (int)t, (int)m->c.classes, (int)width, out);
+  return transducer_greedy(&m->dec, head, (int)t, (int)width, stop, out);
+}
+
 int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out) {
-  int width = (int)gpu_linear_width(&m->head);
-  if (m->c.head == HEAD_CTC) return ctc_greedy(head, (int)t, (int)m->c.classes, width, out);
-  return transducer_greedy(&m->dec, head, (int)t, width, out);
+  return decode(m, head, t, false, NULL, out);
 }
 
 int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out) {
-  if (!m->gdec) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
-  return gpu_transducer_greedy(m->gdec, m->arena.head, t, gpu_linear_width(&m->head), out);
+  return decode(m, NULL, t, true, NULL, out);
 }
 
 /* Transducers decode on the GPU unless STENO_DECODER=cpu. */
@@ -142,7 +150,8 @@ static bool decode_on_gpu(const parakeet *m) {
   return m->gdec && !(e && !strcmp(e, "cpu"));
 }
 
-int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **out) {
+int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, const transducer_abort *stop,
+                        steno_result **out) {
   *out = NULL;
   double seconds = (double)n / m->mel.c.sample_rate;
   /* Too short for two mel frames: no speech to find. */
@@ -160,7 +169,7 @@ int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, steno_result **
   if (st) return st;
   double t2 = time_now();
   dec_tokens toks = {0};
-  st = gpu ? parakeet_decode_gpu(m, t, &toks) : parakeet_decode(m, head, t, &toks);
+  if (!(st = transducer_check_abort(stop))) st = decode(m, head, t, gpu, stop, &toks);
   free(head);
   double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);
