@@ -106,6 +106,44 @@ expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_t
 "$steno" run "$m" >/dev/null 2>&1
 if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi
 
+# -o PATH never replaces what is not a regular file: a FIFO and a character device
+# (made here: never /dev/null itself) are written in place, a symbolic link stays a
+# link and its target gets the text. Each reader is bounded, should steno never open it.
+"$steno" run "$m" "$tmp/clip.wav" >"$tmp/want" 2>/dev/null
+mkfifo "$tmp/fifo"
+ln -s fifo "$tmp/fifo-link"
+for out in fifo fifo-link; do
+  timeout 120 cat "$tmp/fifo" >"$tmp/got" &
+  reader=$!
+  "$steno" run "$m" "$tmp/clip.wav" -o "$tmp/$out" 2>"$tmp/err"
+  rc=$?
+  wait $reader
+  if [ $rc -eq 0 ] && [ -p "$tmp/fifo" ] && cmp -s "$tmp/want" "$tmp/got" && { [ $out = fifo ] || [ -L "$tmp/$out" ]; }
+  then ok; else bad "-o $out: exit $rc, a FIFO: $(test -p "$tmp/fifo" && echo yes), $(cat "$tmp/err")"; fi
+done
+echo old >"$tmp/target.txt"
+ln -s target.txt "$tmp/link"
+"$steno" run "$m" "$tmp/clip.wav" -o "$tmp/link" 2>"$tmp/err"
+if [ $? -eq 0 ] && [ -L "$tmp/link" ] && [ "$(readlink "$tmp/link")" = target.txt ] && cmp -s "$tmp/want" "$tmp/target.txt"
+then ok; else bad "-o symlink to a file: $(ls -l "$tmp/link") $(cat "$tmp/err")"; fi
+if mknod "$tmp/null" c 1 3 2>/dev/null; then # a copy of /dev/null's node (root, as CI runs)
+  "$steno" run "$m" "$tmp/clip.wav" -o "$tmp/null" 2>"$tmp/err"
+  if [ $? -eq 0 ] && [ -c "$tmp/null" ]; then ok; else bad "-o character device: $(ls -l "$tmp/null") $(cat "$tmp/err")"; fi
+else echo "cli_run: mknod not permitted, character device check skipped" >&2; fi
+ln -s missing "$tmp/dangling"
+expect_error "-o dangling symlink" "missing file" "$m" "$tmp/clip.wav" -o "$tmp/dangling"
+[ -L "$tmp/dangling" ] && [ ! -e "$tmp/missing" ] && ok || bad "-o dangling symlink: changed"
+# An -o that cannot be written fails before any work: the input is a FIFO nobody writes,
+# so reaching the audio would block (timeout: exit 124). Root writes anywhere despite
+# permissions, so the unwritable folder is a path under a regular file (ENOTDIR).
+mkfifo "$tmp/no-writer"
+for out in /nonexistent-dir/x.txt "$tmp/target.txt/x.txt"; do
+  timeout 60 "$steno" run "$m" "$tmp/no-writer" -o "$out" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "cannot write $out: \(its folder does not exist\|Not a directory\)" "$tmp/err"
+  then ok; else bad "-o $out: exit $rc (124: it went on to the audio), $(cat "$tmp/err")"; fi
+done
+
 # STENO_PROFILE=1 (src/gpu/profile.c): the same text, and on stderr a table of
 # kernels whose per-call times add up to the total it states.
 "$steno" run "$m" "$tmp/clip.wav" >"$tmp/plain" 2>/dev/null

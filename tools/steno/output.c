@@ -1,6 +1,7 @@
 #include "output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -160,31 +161,79 @@ int out_subtitles(FILE *f, const steno_result *r, out_format format) {
   return 0;
 }
 
-/* ---- atomic files ---- */
+/* ---- output files ---- */
+
+static int cannot(const char *who, const char *path, const char *why) {
+  fprintf(stderr, "%s: cannot write %s: %s\n", who, path, why);
+  return -1;
+}
+
+/* Where `path` leads: *target is the file to write (a symbolic link's target,
+ * so that the link stays a link), *in_place for pipes and character devices,
+ * which are opened and written rather than replaced. Sockets, block devices
+ * and directories are refused: none of them can hold a transcript. */
+static int resolve(const char *path, char **target, bool *in_place, const char *who) {
+  struct stat link, st;
+  *target = NULL;
+  *in_place = false;
+  if (lstat(path, &link)) {
+    if (errno != ENOENT) return cannot(who, path, strerror(errno));
+    *target = strdup(path); /* a new file */
+  } else {
+    if (stat(path, &st))
+      return cannot(who, path, errno == ENOENT ? "a symbolic link to a missing file" : strerror(errno));
+    if (S_ISDIR(st.st_mode)) return cannot(who, path, "it is a directory");
+    if (S_ISSOCK(st.st_mode)) return cannot(who, path, "it is a socket (steno writes files, pipes and devices)");
+    if (S_ISBLK(st.st_mode)) return cannot(who, path, "it is a block device");
+    if (access(path, W_OK)) return cannot(who, path, strerror(errno));
+    *in_place = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode);
+    *target = S_ISLNK(link.st_mode) && !*in_place ? realpath(path, NULL) : strdup(path);
+  }
+  return *target ? 0 : cannot(who, path, strerror(errno));
+}
+
+/* A hidden temporary file beside `target` (the same file system, so rename
+ * is atomic); its name in *tmp. The descriptor, or −1 after saying why. */
+static int make_tmp(const char *path, const char *target, char **tmp, const char *who) {
+  const char *slash = strrchr(target, '/');
+  size_t dir = slash ? (size_t)(slash - target) + 1 : 0;
+  if (!(*tmp = malloc(strlen(target) + 32))) return cannot(who, path, "out of memory");
+  sprintf(*tmp, "%.*s.%s.steno-XXXXXX", (int)dir, target, target + dir);
+  int fd = mkstemp(*tmp);
+  if (fd < 0) {
+    cannot(who, path, errno == ENOENT ? "its folder does not exist" : strerror(errno));
+    free(*tmp);
+    *tmp = NULL;
+  }
+  return fd;
+}
+
+int out_file_check(const char *path, const char *who) {
+  char *target, *tmp = NULL;
+  bool in_place;
+  if (resolve(path, &target, &in_place, who)) return -1;
+  int fd = in_place ? -2 : make_tmp(path, target, &tmp, who); /* −2: nothing to try */
+  if (fd >= 0) close(fd);
+  if (tmp) unlink(tmp);
+  free(tmp);
+  free(target);
+  return fd == -1 ? -1 : 0;
+}
 
 int out_file_open(out_file *o, const char *path, const char *who) {
-  o->f = NULL;
-  o->path = path;
-  const char *slash = strrchr(path, '/');
-  size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-  o->tmp = malloc(strlen(path) + 32);
-  if (!o->tmp) {
-    fprintf(stderr, "%s: out of memory\n", who);
-    return -1;
-  }
-  /* A hidden name beside the target: the same file system, so rename is atomic. */
-  sprintf(o->tmp, "%.*s.%s.steno-XXXXXX", (int)dir, path, path + dir);
-  int fd = mkstemp(o->tmp);
+  *o = (out_file){NULL, NULL, NULL, path};
+  bool in_place;
+  if (resolve(path, &o->target, &in_place, who)) return -1;
+  int fd = in_place ? open(o->target, O_WRONLY | O_NOCTTY | O_CLOEXEC) : make_tmp(path, o->target, &o->tmp, who);
   if (fd < 0) {
-    fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
-    free(o->tmp);
-    o->tmp = NULL;
+    if (in_place) cannot(who, path, strerror(errno));
+    out_file_discard(o);
     return -1;
   }
   mode_t mask = umask(0);
   umask(mask);
-  if (fchmod(fd, 0666 & ~mask) || !(o->f = fdopen(fd, "w"))) {
-    fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
+  if ((!in_place && fchmod(fd, 0666 & ~mask)) || !(o->f = fdopen(fd, "w"))) {
+    cannot(who, path, strerror(errno));
     close(fd);
     out_file_discard(o);
     return -1;
@@ -193,18 +242,20 @@ int out_file_open(out_file *o, const char *path, const char *who) {
 }
 
 int out_file_commit(out_file *o, const char *who) {
-  int bad = ferror(o->f) | fflush(o->f) | fsync(fileno(o->f));
+  /* fsync only the file that replaces another: pipes and devices refuse it. */
+  int bad = ferror(o->f) | fflush(o->f) | (o->tmp && fsync(fileno(o->f)));
   int err = errno;
   bad |= fclose(o->f);
   o->f = NULL;
-  if (!bad && rename(o->tmp, o->path)) bad = 1, err = errno;
+  if (!bad && o->tmp && rename(o->tmp, o->target)) bad = 1, err = errno;
   if (bad) {
-    fprintf(stderr, "%s: cannot write %s: %s\n", who, o->path, strerror(err ? err : EIO));
+    cannot(who, o->path, strerror(err ? err : EIO));
     out_file_discard(o);
     return -1;
   }
   free(o->tmp);
-  o->tmp = NULL;
+  free(o->target);
+  o->tmp = o->target = NULL;
   return 0;
 }
 
@@ -212,6 +263,7 @@ void out_file_discard(out_file *o) {
   if (o->f) fclose(o->f);
   if (o->tmp) unlink(o->tmp);
   free(o->tmp);
+  free(o->target);
   o->f = NULL;
-  o->tmp = NULL;
+  o->tmp = o->target = NULL;
 }

@@ -34,16 +34,24 @@ void out_json(FILE *f, const steno_result *r, const out_info *info);
  * first; never before that word ends). −1 when memory ran out. */
 int out_subtitles(FILE *f, const steno_result *r, out_format format);
 
-/* A file written atomically: the data goes to a temporary file in the same
- * directory, which replaces `path` on commit; on failure or discard nothing
- * is left behind. */
+/* An output file. A regular file (or a new one) is written atomically: the
+ * data goes to a temporary file in the same directory, which replaces it on
+ * commit, and on failure or discard nothing is left behind. A symbolic link
+ * stays a link: its target is what is replaced, in the target's directory.
+ * A FIFO or character device is opened and written in place (never replaced);
+ * sockets, block devices and directories are refused. */
 typedef struct {
   FILE *f;
-  char *tmp;
-  const char *path;
+  char *tmp;        /* the temporary file; NULL when writing in place */
+  char *target;     /* the file written: `path`, or its link's target */
+  const char *path; /* as given, for messages */
 } out_file;
 
 /* Each returns 0, or −1 after printing why (prefixed with `who`) on stderr. */
+/* Whether `path` can be written as out_file_open would: its target is of a
+ * kind steno writes and writable, and its folder exists and takes a new file
+ * (tried with a temporary file, removed at once). For checking before long work. */
+int out_file_check(const char *path, const char *who);
 int out_file_open(out_file *o, const char *path, const char *who);
 int out_file_commit(out_file *o, const char *who);
 void out_file_discard(out_file *o);

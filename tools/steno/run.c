@@ -29,8 +29,9 @@ const char run_usage[] =
     "  --srt, --vtt   SubRip or WebVTT subtitles\n"
     "  -o, --output PATH\n"
     "                 write to PATH instead of standard output, atomically (a complete file\n"
-    "                 or none); when PATH is a directory, and always with several FILEs,\n"
-    "                 each FILE gets PATH/NAME.txt|json|srt|vtt\n"
+    "                 or none; a FIFO or device is written in place); when PATH is a\n"
+    "                 directory, and always with several FILEs, each FILE gets\n"
+    "                 PATH/NAME.txt|json|srt|vtt\n"
     "  -q, --quiet    print nothing but errors (no progress, no warnings)\n"
     "  --language CODE  Whisper: the spoken language (en, de, ...; default: detected)\n"
     "  --translate    Whisper: translate into English\n"
@@ -122,6 +123,9 @@ static int plan_outputs(run_opts *o) {
       if (!strcmp(o->paths[i], o->paths[j]))
         return usage_error("two inputs would both be written to %s", o->paths[i]);
   }
+  /* Now, not after the work: a mistyped folder must not cost an hour of transcribing. */
+  for (int i = 0; i < o->nfiles; i++)
+    if (out_file_check(o->paths[i], "steno run")) return 1;
   return 0;
 }
 
