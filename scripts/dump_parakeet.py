@@ -969,6 +969,8 @@ def make_fixture(name: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, 
             info["spec_check"] = check_against_spec(model_gguf, kind, pcm, refs[name]["nomask."], rr)
         report["clips"][name] = info
     write_ref(out_dir / f"{stem}.ref.gguf", model_gguf.name, kind, clips, refs, kv_model)
+    if cfg_spec.get("cap"):
+        write_endless(model_gguf, out_dir / "parakeet_tdt_endless_tiny.gguf")
 
     if quant_check:   # the other file types convert, follow the dtype policy, and stay close
         report["quant"] = {}
@@ -980,6 +982,35 @@ def make_fixture(name: str, cfg_spec: dict, pieces, clips: dict, out_dir: Path, 
                 r = check_against_spec(q, kind, clips["speech"][0], refs["speech"]["nomask."], refs["speech"][""])
                 report["quant"][ot] = {k: r[k] for k in ("enc_max_abs", "out_max_abs", "tokens_equal")}
     return report
+
+
+def write_endless(src: Path, dst: Path) -> None:
+    """A copy of the TDT model at src whose joint never emits blank and always
+    picks duration 0, with tdt.max_symbols at steno's limit (100): a search runs
+    100 · T steps (the CLI's interruption test, tests/cli_interrupt.sh)."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
+    vocab = r.fields["stt.parakeet.predictor.vocab"].contents()
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        v = 100 if k == "stt.parakeet.tdt.max_symbols" else f.contents()
+        vt = f.types[0]
+        if vt == VT.ARRAY:
+            w.add_key_value(k, v, vt, sub_type=f.types[-1])
+        else:
+            w.add_key_value(k, v, vt)
+    for t in r.tensors:
+        data = np.array(t.data)
+        if t.name == "joint.out.bias":
+            data[vocab - 1] = -1e4   # blank never wins
+            data[vocab] = 1e4        # duration 0 always does
+        w.add_tensor(t.name, data, raw_shape=list(reversed([int(x) for x in t.shape])),
+                     raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def conv_keys(path: Path) -> dict:

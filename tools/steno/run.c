@@ -140,7 +140,8 @@ static int should_abort(void *user) {
   return interrupted != 0;
 }
 
-/* A first Ctrl-C stops after the current piece; a second one kills. */
+/* A first Ctrl-C stops the work within a second (the library polls should_abort
+ * between pieces and inside a Parakeet search); a second one kills. */
 static void catch_signals(void) {
   struct sigaction sa = {0};
   sa.sa_handler = on_signal;
