@@ -106,6 +106,28 @@ expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_t
 "$steno" run "$m" >/dev/null 2>&1
 if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi
 
+# The first operand is the model when it looks like one (.gguf, .bin, or a model's magic):
+# a whisper.cpp .bin (written from the Whisper fixture by test_whisper_bin) loads as one,
+# by name or by magic alone; a broken, missing or folder model is an error about it, never
+# a run of the default model over the other files.
+writer=${STENO_BINARY_DIR:-build}/tests/test_whisper_bin
+if "$writer" --write "$tmp/tiny.bin" >/dev/null 2>"$tmp/err"; then
+  cp "$tmp/tiny.bin" "$tmp/tiny-model.dat"
+  for bin in tiny.bin tiny-model.dat; do
+    "$steno" run "$tmp/$bin" "$tmp/clip.wav" --json >"$tmp/json" 2>"$tmp/err"
+    if python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["architecture"] == "whisper"' "$tmp/json"
+    then ok; else bad "$bin as the model: $(cat "$tmp/err")"; fi
+  done
+else bad "$writer --write: $(cat "$tmp/err")"; fi
+cp "$tmp/clip.wav" "$tmp/broken.bin"
+expect_error "broken .bin" "broken.bin:" "$tmp/broken.bin" "$tmp/clip.wav"
+grep -q "default model\|FFmpeg" "$tmp/err" && bad "broken .bin: taken for audio: $(cat "$tmp/err")" || ok
+expect_error "missing .gguf" "missing.gguf: .*no such file" "$tmp/missing.gguf" "$tmp/clip.wav"
+expect_error "missing .bin" "missing.bin.*no such file" "$tmp/missing.bin" "$tmp/clip.wav"
+mkdir "$tmp/folder.gguf"
+expect_error "folder as the model" "folder.gguf is a folder" "$tmp/folder.gguf" "$tmp/clip.wav"
+expect_error "folder as the model" "$tmp is a folder" "$tmp" "$tmp/clip.wav"
+
 # -o PATH never replaces what is not a regular file: a FIFO and a character device
 # (made here: never /dev/null itself) are written in place, a symbolic link stays a
 # link and its target gets the text. Each reader is bounded, should steno never open it.

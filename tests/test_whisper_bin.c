@@ -197,7 +197,20 @@ static void same_model(const whisper *ref, whisper *m, whisper *g) {
   free(mel), free(e1), free(e2), free(lb), free(lg), free(mapped);
 }
 
-int main(void) {
+/* `test_whisper_bin --write PATH` only writes the fixture's .bin to PATH (for tests/cli_run.sh). */
+static int write_only(gguf_file *f, whisper *g, const char *path) {
+  breakage none = {0};
+  out o = write_bin(f, g, &none);
+  FILE *w = fopen(path, "wb");
+  CHECK(w && fwrite(o.p, 1, o.n, w) == o.n, "writing %s", path);
+  CHECK(w && !fclose(w), "closing %s", path);
+  free(o.p);
+  whisper_free(g);
+  gguf_close(f);
+  return check_done();
+}
+
+int main(int argc, char **argv) {
   test_device();
   const char *dir = getenv("STENO_SOURCE_DIR");
   char path[512];
@@ -207,6 +220,7 @@ int main(void) {
   whisper *g = NULL;
   if (f) CHECK_OK(whisper_load(test_device(), f, &g));
   if (!g) return check_done();
+  if (argc == 3 && !strcmp(argv[1], "--write")) return write_only(f, g, argv[2]);
   breakage none = {0};
   whisper *m;
   gguf_file *img;

@@ -12,10 +12,15 @@
 #define STENO_MODELS_DIR "models"
 #endif
 
+static int ends_with(const char *s, const char *end) {
+  size_t n = strlen(s), e = strlen(end);
+  return n > e && !strcmp(s + n - e, end);
+}
+
 int default_model_applies(const char *arg) {
   if (!strcmp(arg, "-")) return 1;
-  size_t n = strlen(arg);
-  if (n > 5 && !strcmp(arg + n - 5, ".gguf")) return 0; /* a model, even a broken one: its error */
+  /* A model, even a broken or missing one: its own error, never the default model's work. */
+  if (ends_with(arg, ".gguf") || ends_with(arg, ".bin")) return 0;
   struct stat st;
   if (stat(arg, &st) || !S_ISREG(st.st_mode)) return 0; /* a name for the hub, or an error there */
   FILE *f = fopen(arg, "rb");
@@ -23,7 +28,9 @@ int default_model_applies(const char *arg) {
   char magic[4] = {0};
   size_t got = fread(magic, 1, sizeof magic, f);
   fclose(f);
-  return got < 4 || memcmp(magic, "GGUF", 4) != 0;
+  /* What steno_model_load opens: GGUF, and whisper.cpp's legacy .bin ("ggml" as a
+   * little-endian 32-bit number). */
+  return got < 4 || (memcmp(magic, "GGUF", 4) && memcmp(magic, "lmgg", 4));
 }
 
 static int is_file(const char *path) {

@@ -6,9 +6,10 @@
 #define DEFAULT_MODEL_FILE "steno-en-tiny-ctc.gguf"
 
 /* Whether `arg`, the first operand of steno run, is an input rather than a model:
- * "-" (standard input), or an existing file whose name does not end in .gguf and
- * whose first bytes are not GGUF's magic. Anything else (a .gguf path, a name to
- * pull, a missing file) stays the model, so its error reads as one. */
+ * "-" (standard input), or an existing file whose name does not end in .gguf or
+ * .bin and whose first bytes are not a model's magic (GGUF, whisper.cpp's ggml).
+ * Anything else (a model path, a name to pull, a missing file or a folder) stays
+ * the model, so its error reads as one. */
 int default_model_applies(const char *arg);
 
 /* The default model's path: $STENO_MODEL when set, else the first of

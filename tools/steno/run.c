@@ -19,9 +19,11 @@
 const char run_usage[] =
     "usage: steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
     "                 [--language CODE] [--translate] [--prompt TEXT]\n"
-    "  MODEL          a .gguf file, or a name pulled with steno pull (parakeet-v3, ...);\n"
-    "                 left out: $STENO_MODEL, else the bundled " DEFAULT_MODEL_FILE ", a tiny\n"
-    "                 English model trained on synthetic (espeak-ng) speech only\n"
+    "  MODEL          a .gguf file (or whisper.cpp's .bin), or a name pulled with steno pull\n"
+    "                 (parakeet-v3, ...); left out: $STENO_MODEL, else the bundled\n"
+    "                 " DEFAULT_MODEL_FILE ", a tiny English model trained on synthetic\n"
+    "                 (espeak-ng) speech only. A first operand named *.gguf or *.bin, or\n"
+    "                 with a model's magic, is the MODEL (its errors are reported)\n"
     "  FILE           audio or video: wav, flac, mp3, ogg/opus, m4a/aac, mp4, mkv, webm, ...\n"
     "                 (any rate and channels; - reads standard input)\n"
     "  --json         text, segments, words and tokens with times (ms), the model, the\n"
@@ -260,6 +262,11 @@ static int run_files(steno_model *m, const run_opts *o, double load_ms) {
 static int load_and_run(const run_opts *o) {
   const char *path = hub_resolve(o->model); /* a path, or a name pulled into the cache */
   if (!path) return 1;
+  struct stat info;
+  if (!stat(path, &info) && S_ISDIR(info.st_mode)) {
+    fprintf(stderr, "steno run: %s is a folder, not a model file\n", o->model);
+    return 1;
+  }
   if (o->quiet) steno_set_log(errors_only, NULL);
   catch_signals();
   double t0 = now();
