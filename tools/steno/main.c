@@ -8,6 +8,7 @@
 #include "hub.h"
 #include "params.h"
 #include "run.h"
+#include "serve.h"
 #include "steno.h"
 
 static const char usage[] =
@@ -19,6 +20,8 @@ static const char usage[] =
     "                         no MODEL: the bundled tiny English model (synthetic speech)\n"
     "  steno bench MODEL.gguf AUDIO [-n RUNS]\n"
     "                         time loading, the first call and warm calls\n"
+    "  steno serve [MODEL...] [--port N] [--api-key KEY]\n"
+    "                         an OpenAI-compatible HTTP server (/v1/audio/transcriptions)\n"
     "  steno devices          list the Vulkan devices and their features\n"
     "  steno info FILE.gguf   print a model file's metadata and tensors\n"
     "  steno pull NAME...     download models (parakeet-v3, whisper-turbo, ...) into the\n"
@@ -64,6 +67,7 @@ static const struct {
 } commands[] = {
     {"run", run_main},
     {"bench", bench_main},
+    {"serve", serve_main},
     {"devices", devices_main},
     {"info", info_main},
 };
