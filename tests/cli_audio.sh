@@ -162,7 +162,11 @@ check "no progress without a terminal" test ! -s "$tmp/err"
 sox -n -r 16000 -c 1 -b 16 "$tmp/silence.wav" trim 0 30
 sox -n -r 16000 -c 1 -b 16 "$tmp/noise.wav" synth 30 whitenoise vol 0.01
 sox -n -r 44100 -c 2 "$tmp/noise.flac" synth 30 pinknoise vol 0.02
-for f in silence.wav noise.wav noise.flac; do
+# Room tone and breath recorded in a room (shared data beside the clone; not copied here).
+room="$src/../shared/data/samples/jobs-silence.wav"
+[ -f "$room" ] && cp "$room" "$tmp/room.wav" || echo "cli_audio: $room is not there: skipping it"
+for f in silence.wav noise.wav noise.flac room.wav; do
+  [ -f "$tmp/$f" ] || continue
   "$steno" run "$m" "$tmp/$f" >"$tmp/out.txt" 2>"$tmp/err"
   check "$f gives empty text" test "$?" -eq 0 -a "$(cat "$tmp/out.txt")" = ""
 done
