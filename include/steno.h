@@ -61,6 +61,11 @@ STENO_API void steno_set_log(steno_log_fn fn, void *user);
 
 /* ---- results ---- */
 
+/* Every string in a result is valid UTF-8 fit for a terminal: bytes that are not
+ * UTF-8 become U+FFFD, tab, newline and the other whitespace controls a space, and
+ * every other control character (C0 such as ESC and BEL, DEL, C1) U+FFFD, so no
+ * escape sequence from a model's vocabulary reaches the reader. */
+
 /* One token: a vocabulary piece with the time it spans. */
 typedef struct {
   int id;            /* vocabulary id */

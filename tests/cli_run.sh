@@ -128,6 +128,33 @@ mkdir "$tmp/folder.gguf"
 expect_error "folder as the model" "folder.gguf is a folder" "$tmp/folder.gguf" "$tmp/clip.wav"
 expect_error "folder as the model" "$tmp is a folder" "$tmp" "$tmp/clip.wav"
 
+# A vocabulary from a file is data: with the CTC fixture's pieces rewritten to escape
+# sequences, BEL and bytes that are not UTF-8 (test_text --write-vocab), no control byte
+# reaches the text, SRT or VTT, all of it is valid UTF-8 (U+FFFD in place of the bad
+# bytes), and the JSON parses. So does JSON naming an audio file whose name is not UTF-8.
+if "${STENO_BINARY_DIR:-build}/tests/test_text" --write-vocab "$m" "$tmp/hostile.gguf" >/dev/null 2>"$tmp/err"; then
+  for fmt in text json srt vtt; do
+    "$steno" run "$tmp/hostile.gguf" "$tmp/clip.wav" $([ $fmt = text ] || echo --$fmt) >"$tmp/out" 2>"$tmp/err"
+    if [ $? -eq 0 ] && python3 - "$tmp/out" $fmt <<'PY'
+import json, re, sys
+raw = open(sys.argv[1], "rb").read()
+s = raw.decode("utf-8")  # strict: fails on invalid UTF-8
+assert "\ufffd" in s, "the hostile pieces were not emitted: nothing tested"
+assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", s), "a control character"
+if sys.argv[2] == "json":
+    r = json.loads(s)
+    for x in r["tokens"] + r["words"] + r["segments"]:
+        assert not re.search("[\x00-\x1f\x7f-\x9f]", x["text"]), x
+PY
+    then ok; else bad "hostile vocabulary, $fmt: $(cat "$tmp/err")"; fi
+  done
+else bad "test_text --write-vocab: $(cat "$tmp/err")"; fi
+odd=$(printf "$tmp/odd-\\377\\033[31m.wav")
+cp "$tmp/clip.wav" "$odd"
+"$steno" run "$m" "$odd" --json >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 0 ] && python3 -c 'import json, sys; r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8")); assert r["audio"].endswith("odd-\ufffd\x1b[31m.wav"), r["audio"]' "$tmp/out"
+then ok; else bad "JSON with a file name that is not UTF-8: $(cat "$tmp/err")"; fi
+
 # -o PATH never replaces what is not a regular file: a FIFO and a character device
 # (made here: never /dev/null itself) are written in place, a symbolic link stays a
 # link and its target gets the text. Each reader is bounded, should steno never open it.

@@ -1,9 +1,13 @@
 /* CTC greedy rules and the text layer: pieces → text, token times, words. */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "decode/ctc.h"
+#include "gguf_write.h"
+#include "text/bpe.h"
 #include "text/result.h"
 
 static void ctc(void) {
@@ -62,8 +66,95 @@ static void text(void) {
   vocab_free(&v);
 }
 
-int main(void) {
+/* Pieces a hostile or broken vocabulary may hold: escape sequences, BEL, bytes
+ * that are not UTF-8 (0xFF 0xFE; a lone continuation byte; a sequence cut short). */
+static const char *const hostile[] = {"\xe2\x96\x81\x1b[31mred", "\x07", "\xff\xfe", "\x80",
+                                      "\xe2\x96\x81\xe6\x9c"};
+
+/* Whether s is valid UTF-8 with no control character (what steno.h promises). */
+static bool printable_utf8(const char *s) {
+  char *lossy;
+  if (utf8_lossy(s, strlen(s), &lossy)) return false;
+  bool same = !strcmp(lossy, s);
+  free(lossy);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7F || (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)) return false;
+  return same;
+}
+
+static void printable(void) {
+#define FFFD "\xef\xbf\xbd"
+  static const char *const cases[][2] = {
+      {"\x1b[31mred\x1b[0m", FFFD "[31mred" FFFD "[0m"}, {"a\x07" "b", "a" FFFD "b"},
+      {"\xff\xfe", FFFD FFFD}, {"x\x80y", "x" FFFD "y"}, {"tab\there\nnl\r", "tab here nl "},
+      {"del\x7f", "del" FFFD}, {"csi\xc2\x9b" "1m", "csi" FFFD "1m"}, {"\xe6\x9c", FFFD},
+      {"caf\xc3\xa9 \xe6\x9c\xac\xc2\xa0\xf0\x9f\x98\x80", "caf\xc3\xa9 \xe6\x9c\xac\xc2\xa0\xf0\x9f\x98\x80"},
+      {"\xed\xa0\x80", FFFD FFFD FFFD}, /* a surrogate: not UTF-8 */
+  };
+#undef FFFD
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *out = NULL;
+    CHECK_OK(utf8_printable(cases[i][0], strlen(cases[i][0]), &out));
+    CHECK(out && !strcmp(out, cases[i][1]), "case %zu: '%s'", i, out ? out : "(null)");
+    free(out);
+  }
+  /* A result built from such pieces is printable once appended (as every piece is). */
+  text_vocab v;
+  int n = (int)(sizeof hostile / sizeof *hostile);
+  CHECK_OK(vocab_init(&v, n));
+  dec_tokens t = {0};
+  for (int i = 0; i < n; i++) {
+    CHECK_OK(vocab_set(&v, i, hostile[i], strlen(hostile[i]), TOK_NORMAL));
+    CHECK_OK(dec_push(&t, (dec_token){i, i, 1, 1}));
+  }
+  steno_result *all, *r;
+  CHECK_OK(result_empty(0, &all));
+  CHECK_OK(result_from_tokens(&v, &t, 80.0, 0, 1.0, &r));
+  CHECK_OK(result_append(all, r, 0));
+  CHECK(printable_utf8(steno_result_text(all)), "text '%s'", steno_result_text(all));
+  CHECK(steno_result_token_count(all) == (size_t)n && steno_result_segment_count(all) == 1, "counts");
+  for (size_t i = 0; i < steno_result_token_count(all); i++)
+    CHECK(printable_utf8(steno_result_token(all, i).text), "token %zu", i);
+  for (size_t i = 0; i < steno_result_word_count(all); i++)
+    CHECK(printable_utf8(steno_result_word(all, i).text), "word %zu", i);
+  CHECK(printable_utf8(steno_result_segment(all, 0).text), "segment");
+  steno_result_free(all);
+  dec_free(&t);
+  vocab_free(&v);
+}
+
+/* The CTC fixture's vocabulary with every ordinary piece one of `hostile`. */
+static bool hostile_tokens(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  (void)ctx;
+  if (strcmp(kv->key, "tokenizer.ggml.tokens")) return false;
+  const char **v = malloc(kv->n * sizeof *v);
+  for (size_t i = 0; i < kv->n; i++)
+    v[i] = kv->v.str[i].s[0] == '<' ? kv->v.str[i].s : hostile[i % (sizeof hostile / sizeof *hostile)];
+  gw_arr_str(w, kv->key, v, kv->n);
+  free(v);
+  return true;
+}
+
+/* `test_text --write-vocab SRC DST`: SRC with hostile_tokens, for tests/cli_run.sh. */
+static int write_vocab(const char *src, const char *dst) {
+  gguf_file *f = NULL;
+  CHECK_OK(gguf_open(&f, src));
+  if (!f) return check_done();
+  gw_edit e = {.key = hostile_tokens};
+  size_t size;
+  uint8_t *bytes = gw_rewrite(f, &e, &size);
+  FILE *out = fopen(dst, "wb");
+  CHECK(out && fwrite(bytes, 1, size, out) == size, "writing %s", dst);
+  CHECK(out && !fclose(out), "closing %s", dst);
+  free(bytes);
+  gguf_close(f);
+  return check_done();
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "--write-vocab")) return write_vocab(argv[2], argv[3]);
   ctc();
   text();
+  printable();
   return check_done();
 }

@@ -116,7 +116,16 @@ static int next_cp(const unsigned char *s, size_t n, size_t *len) {
   return cp;
 }
 
-int utf8_lossy(const char *in, size_t n, char **out) {
+/* What a transcript may hold of code point cp: itself; ' ' for a whitespace
+ * control (tab, newline, ...); U+FFFD for any other control (C0, DEL, C1),
+ * which a terminal would act on (ESC starts escape sequences, BEL rings). */
+static int printable_cp(int cp) {
+  if (cp >= 0x09 && cp <= 0x0D) return ' ';
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) ? 0xFFFD : cp;
+}
+
+/* n bytes as valid UTF-8 (and, if `printable`, with controls replaced). */
+static int utf8_clean(const char *in, size_t n, bool printable, char **out) {
   *out = NULL;
   size_t cap;
   if (!mul_ok(n, 3, &cap) || !add_ok(cap, 1, &cap)) return err_set(STENO_ERR_NOMEM, "text too long");
@@ -126,7 +135,8 @@ int utf8_lossy(const char *in, size_t n, char **out) {
   for (size_t i = 0; i < n;) {
     size_t len;
     int cp = next_cp((const unsigned char *)in + i, n - i, &len);
-    if (cp < 0) w += put_utf8(o + w, 0xFFFD);
+    int keep = cp < 0 ? 0xFFFD : printable ? printable_cp(cp) : cp;
+    if (keep != cp) w += put_utf8(o + w, keep);
     else memcpy(o + w, in + i, len), w += len;
     i += len;
   }
@@ -134,6 +144,10 @@ int utf8_lossy(const char *in, size_t n, char **out) {
   *out = o;
   return 0;
 }
+
+int utf8_lossy(const char *in, size_t n, char **out) { return utf8_clean(in, n, false, out); }
+
+int utf8_printable(const char *in, size_t n, char **out) { return utf8_clean(in, n, true, out); }
 
 /* ---- vocabulary ---- */
 

@@ -46,4 +46,9 @@ int bpe_encode(const bpe *b, const char *text, int **ids, size_t *n);
 /* Lossy UTF-8 of n bytes, as bpe_decode (exposed for tests). */
 int utf8_lossy(const char *in, size_t n, char **out);
 
+/* Lossy UTF-8 of n bytes fit for a terminal: also each control character
+ * becomes a space (tab, newline, CR, VT, FF) or U+FFFD (the other C0 controls
+ * with ESC and BEL, DEL, and the C1 controls U+0080–U+009F). *out is malloc'd. */
+int utf8_printable(const char *in, size_t n, char **out);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "text/bpe.h"
 
 /* id's text as a new string. */
 static char *piece_text(const text_vocab *v, int id) {
@@ -120,10 +121,36 @@ static void *grown(void *p, size_t n, size_t more, size_t size) {
   return mem_realloc(p, total ? total : 1, size);
 }
 
+/* *text replaced by its printable form (utf8_printable). */
+static int clean(const char **text) {
+  char *c;
+  TRY(utf8_printable(*text, strlen(*text), &c));
+  free((char *)*text);
+  *text = c;
+  return 0;
+}
+
+/* Every string of r made printable: a vocabulary is data from a file, and its
+ * pieces may hold escape sequences or invalid UTF-8 that must not reach a
+ * terminal or a JSON reader. */
+static int result_printable(steno_result *r) {
+  const char *text = r->text;
+  int st = clean(&text);
+  r->text = (char *)text;
+  for (size_t i = 0; !st && i < r->ntokens; i++) st = clean(&r->tokens[i].text);
+  for (size_t i = 0; !st && i < r->nwords; i++) st = clean(&r->words[i].text);
+  for (size_t i = 0; !st && i < r->nsegments; i++) st = clean(&r->segments[i].text);
+  return st;
+}
+
 int result_append(steno_result *into, steno_result *piece, int64_t offset_ms) {
+  int st = result_printable(piece);
+  if (st) {
+    steno_result_free(piece);
+    return st;
+  }
   size_t a = strlen(into->text), b = strlen(piece->text);
   char *text = NULL;
-  int st = 0;
   if (b) {
     text = mem_alloc(a + b + 2, 1);
     if (!text) st = STENO_ERR_NOMEM;

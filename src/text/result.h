@@ -28,7 +28,8 @@ int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_pe
 int result_empty(double duration, steno_result **out);
 
 /* Moves `piece` (a result for audio that starts offset_ms into the whole) onto
- * the end of `into`: its tokens, words and segments with times shifted by
+ * the end of `into`: its strings made printable (utf8_printable: every family's
+ * result passes here), its tokens, words and segments with times shifted by
  * offset_ms, its text after one space (empty texts add nothing), its timings
  * added. into's duration becomes the piece's end. Frees piece, also on
  * failure (then `into` is unchanged). */

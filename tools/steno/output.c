@@ -25,13 +25,32 @@ void out_text(FILE *f, const steno_result *r) { fprintf(f, "%s\n", steno_result_
 
 /* ---- JSON ---- */
 
+/* The length of the well-formed UTF-8 sequence at p (NUL-terminated), 0 if none
+ * starts there. The library's strings are valid already (steno.h); this is for
+ * what comes from the command line (file names), which the CLI cannot assume. */
+static size_t utf8_length(const unsigned char *p) {
+  int need = p[0] < 0x80 ? 0 : p[0] < 0xC2 ? -1 : p[0] < 0xE0 ? 1 : p[0] < 0xF0 ? 2 : p[0] < 0xF5 ? 3 : -1;
+  if (need < 0) return 0;
+  unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80; /* no overlong forms, */
+  unsigned hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF; /* surrogates, > U+10FFFF */
+  for (int i = 1; i <= need; i++, lo = 0x80, hi = 0xBF)
+    if (p[i] < lo || p[i] > hi) return 0;
+  return (size_t)need + 1;
+}
+
+/* A JSON string that is valid UTF-8 whatever s holds: ill-formed bytes become
+ * U+FFFD, control characters (C0, DEL, C1) \u escapes. */
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+    size_t n = utf8_length(p);
+    unsigned cp = n == 2 ? (unsigned)(p[0] & 0x1F) << 6 | (p[1] & 0x3F) : p[0];
+    if (!n) fputs("\\ufffd", f), n = 1;
+    else if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
     else if (*p == '\n') fputs("\\n", f);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
+    else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) fprintf(f, "\\u%04x", cp);
+    else fwrite(p, 1, n, f);
+    p += n;
   }
   fputc('"', f);
 }
