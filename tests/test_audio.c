@@ -1,12 +1,15 @@
 /* Audio decoding through FFmpeg: every listed format, made here from the
  * fixtures' speech clip with Debian's ffmpeg, decodes to 16 kHz mono that
  * matches the clip (exactly where nothing lossy or resampling is in the way,
- * by cross-correlation where a codec is); channels are averaged; reading in
+ * by cross-correlation where a codec is); channels mix as FFmpeg's default
+ * matrix, opposite phase kept; reading in
  * small pieces, from memory or as a whole gives the same samples; and bad
  * files (empty, not audio, no audio stream, 0 Hz, too many channels, a cut
  * off m4a) fail with a message; SDP files, playlists and concat lists are
  * refused before FFmpeg opens what they name; from a pipe, no audio is an
  * error while silence is silence. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +17,15 @@
 #include <unistd.h>
 
 #include "audio/decode.h"
+#include "audio/downmix.h"
 #include "audio_test.h"
 #include "base/error.h"
 #include "check.h"
 #include "steno.h"
+#if STENO_TEST_FFMPEG
+#include <libavutil/channel_layout.h>
+#include <libswresample/swresample.h>
+#endif
 
 static float *speech, *expect; /* the clip, and what a 16-bit file of it holds */
 static size_t nspeech;
@@ -31,8 +39,13 @@ static char *path_of(const char *name) {
   return p;
 }
 
-/* A 16 kHz mono file decodes to exactly the samples written; a stereo one to
- * their mean; six channels to theirs. */
+static double rms(const float *x, size_t n) {
+  double e = 0;
+  for (size_t i = 0; i < n; i++) e += (double)x[i] * x[i];
+  return n ? sqrt(e / (double)n) : 0;
+}
+
+/* A 16 kHz mono file decodes to exactly the samples written. */
 static void test_wav_exact(void) {
   float *pcm;
   size_t n;
@@ -40,30 +53,60 @@ static void test_wav_exact(void) {
   CHECK(n == nspeech, "%zu samples, want %zu", n, nspeech);
   CHECK(n == nspeech && !memcmp(pcm, expect, n * sizeof *pcm), "16-bit samples not exact");
   steno_audio_free(pcm);
+}
 
-  enum { C = 6 };
-  float *multi = malloc(nspeech * C * sizeof *multi), *mean = malloc(nspeech * sizeof *mean);
-  /* channel c: the clip scaled, and for odd c turned over */
+/* Writes `channels` channels, the clip times gain[c] in channel c, and
+ * returns the decoded level over the mono clip's, in dB (−100: nothing). */
+static double mixed_level(const char *file, int channels, const float *gain) {
+  float *x = malloc(nspeech * (size_t)channels * sizeof *x), *pcm;
   for (size_t i = 0; i < nspeech; i++)
-    for (int c = 0; c < C; c++)
-      multi[i * C + c] = test_s16(speech[i] * (float)(c + 1) / C * (c % 2 ? -0.5f : 1.0f));
-  for (int channels = 2; channels <= C; channels += C - 2) {
-    float *x = malloc(nspeech * channels * sizeof *x);
-    for (size_t i = 0; i < nspeech; i++) {
-      float s = 0;
-      for (int c = 0; c < channels; c++) s += x[i * channels + c] = multi[i * C + c];
-      mean[i] = s / channels;
-    }
-    char *p = path_of(channels == 2 ? "stereo.wav" : "six.wav");
-    CHECK(test_write_wav(p, x, nspeech, channels, 16000) == 0, "writing %s", p);
-    CHECK_OK(steno_audio_load(p, &pcm, &n));
-    CHECK(n == nspeech, "%d channels: %zu samples", channels, n);
-    if (n == nspeech) check_abs(channels == 2 ? "stereo mean" : "6-channel mean", pcm, mean, n, 1e-6f);
-    steno_audio_free(pcm);
-    free(x);
+    for (int c = 0; c < channels; c++) x[i * (size_t)channels + c] = gain[c] * speech[i];
+  CHECK(test_write_wav(path_of(file), x, nspeech, channels, 16000) == 0, "writing %s", file);
+  free(x);
+  size_t n;
+  if (steno_audio_load(path_of(file), &pcm, &n)) {
+    CHECK(0, "%s: %s", file, steno_last_error());
+    return -100;
   }
-  free(multi);
-  free(mean);
+  double r = rms(pcm, n), db = r > 0 ? 20 * log10(r / rms(expect, nspeech)) : -100;
+  printf("%-12s %d channels: %+.2f dB\n", file, channels, db);
+  steno_audio_free(pcm);
+  return db;
+}
+
+/* Channels mix as FFmpeg's default matrix (downmix.h), not as a mean: 5.1
+ * with dialogue in the centre alone keeps its level (a mean: −15.6 dB);
+ * stereo of one voice on both sides sums to +3 dB, as `ffmpeg -ac 1`; and
+ * the right side turned over does not cancel the left. Six channels with no
+ * positions written are 5.1 to both readers. */
+static void test_downmix(void) {
+  const float centre[6] = {0, 0, 1, 0, 0, 0}, both[2] = {1, 1}, opposite[2] = {1, -1};
+  const float lfe[6] = {0, 0, 0, 1, 0, 0}, quiet_rest[6] = {0.02f, -0.02f, 1, 0.02f, 0.01f, -0.01f};
+  double db = mixed_level("centre.wav", 6, centre);
+  CHECK(fabs(db) <= 1, "5.1, speech in the centre: %+.2f dB", db);
+  db = mixed_level("centre2.wav", 6, quiet_rest);
+  CHECK(fabs(db) <= 1, "5.1, speech in the centre, faint elsewhere: %+.2f dB", db);
+  db = mixed_level("lfe.wav", 6, lfe);
+  CHECK(db == -100, "5.1, the LFE is dropped: %+.2f dB", db);
+  db = mixed_level("both.wav", 2, both);
+  CHECK(fabs(db - 3.01) <= 0.1, "stereo, the same on both sides: %+.2f dB, want +3", db);
+  db = mixed_level("opposite.wav", 2, opposite);
+  CHECK(fabs(db - 3.01) <= 0.1, "stereo, right turned over: %+.2f dB, want +3", db);
+#if STENO_TEST_FFMPEG
+  /* The table is swresample's own matrix, for FFmpeg's default layouts. */
+  for (int channels = 1; channels <= 8; channels++) {
+    AVChannelLayout in, mono = AV_CHANNEL_LAYOUT_MONO;
+    av_channel_layout_default(&in, channels);
+    static double want[64 * 64];
+    float got[64];
+    CHECK(swr_build_matrix2(&in, &mono, M_SQRT1_2, M_SQRT1_2, 0, INT_MAX, 1, want, 64,
+                            AV_MATRIX_ENCODING_NONE, NULL) == 0, "swr_build_matrix2, %d channels", channels);
+    downmix_gains(in.u.mask, channels, got);
+    for (int c = 0; c < channels; c++)
+      CHECK(fabs(got[c] - want[c]) < 1e-6, "%d channels, channel %d: gain %g, swresample's %g", channels, c,
+            got[c], want[c]);
+  }
+#endif
 }
 
 typedef struct {
@@ -274,6 +317,7 @@ int main(void) {
   snprintf(ref_wav, sizeof ref_wav, "%s", path_of("ref.wav"));
   CHECK(test_write_wav(ref_wav, speech, nspeech, 1, 16000) == 0, "writing %s", ref_wav);
   test_wav_exact();
+  test_downmix();
   for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) test_format(&formats[i]);
   test_reads();
   test_bad_files();

@@ -13,6 +13,7 @@
 #include <libavutil/avstring.h>
 #include <libswresample/swresample.h>
 
+#include "audio/downmix.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -48,6 +49,9 @@ struct steno_audio {
   SwrContext *swr;
   int swr_rate, swr_format; /* what swr converts from */
   AVChannelLayout swr_layout;
+  float gain[MAX_CHANNELS]; /* each channel's share of the mono mix */
+  float *mix;               /* swr's output: 16 kHz, every channel */
+  size_t mix_cap;
   float *pend;              /* converted samples not yet read */
   size_t pend_n, pend_at, pend_cap;
   int bad_in_a_row, bad;    /* undecodable packets */
@@ -295,6 +299,7 @@ void steno_audio_close(steno_audio *a) {
   if (!a) return;
   swr_free(&a->swr);
   av_channel_layout_uninit(&a->swr_layout);
+  free(a->mix);
   av_frame_free(&a->frame);
   av_packet_free(&a->pkt);
   avcodec_free_context(&a->dec);
@@ -319,22 +324,31 @@ static int pend_reserve(steno_audio *a, size_t n) {
   return 0;
 }
 
-/* Runs swr on `in` samples (NULL: drains it) into the pending buffer. */
+/* Runs swr on `in` samples (NULL: drains it) and mixes its output down into
+ * the pending buffer. */
 static int resample(steno_audio *a, const uint8_t **in, int count) {
   int room = swr_get_out_samples(a->swr, count);
   if (room < 0) return ff_fail(STENO_ERR_FORMAT, room, "%s: cannot resample", a->name);
+  size_t channels = (size_t)a->swr_layout.nb_channels, need = ((size_t)room + 1) * channels;
   TRY(pend_reserve(a, a->pend_n + (size_t)room + 1));
-  uint8_t *o = (uint8_t *)(a->pend + a->pend_n);
+  if (need > a->mix_cap) {
+    float *p = mem_realloc(a->mix, need, sizeof *p);
+    if (!p) return err_set(STENO_ERR_NOMEM, "%s: out of memory", a->name);
+    a->mix = p;
+    a->mix_cap = need;
+  }
+  uint8_t *o = (uint8_t *)a->mix;
   int got = swr_convert(a->swr, &o, room, in, count);
   if (got < 0) return ff_fail(STENO_ERR_FORMAT, got, "%s: cannot resample", a->name);
+  downmix(a->mix, (size_t)got, (int)channels, a->gain, a->pend + a->pend_n);
   a->pend_n += (size_t)got;
   a->produced += (uint64_t)got;
   return 0;
 }
 
-/* A resampler from the frame's rate, format and layout to 16 kHz mono float,
- * averaging the channels (a custom matrix: swresample's own downmix would
- * weigh them by position). A stream that changes mid-way gets a new one. */
+/* A resampler from the frame's rate and format to 16 kHz float, every
+ * channel kept for downmix (downmix.h). A stream that changes mid-way gets a
+ * new one. */
 static int resampler_for(steno_audio *a, const AVFrame *f) {
   int channels = f->ch_layout.nb_channels;
   if (f->sample_rate < MIN_RATE || f->sample_rate > MAX_RATE || channels < 1 || channels > MAX_CHANNELS)
@@ -345,23 +359,21 @@ static int resampler_for(steno_audio *a, const AVFrame *f) {
   if (a->swr) TRY(resample(a, NULL, 0));
   swr_free(&a->swr);
   av_channel_layout_uninit(&a->swr_layout);
-  AVChannelLayout in = {0}, mono = AV_CHANNEL_LAYOUT_MONO;
-  if (f->ch_layout.order == AV_CHANNEL_ORDER_NATIVE) av_channel_layout_copy(&in, &f->ch_layout);
-  else av_channel_layout_default(&in, channels);
-  double matrix[MAX_CHANNELS];
-  for (int c = 0; c < channels; c++) matrix[c] = 1.0 / channels;
-  int e = swr_alloc_set_opts2(&a->swr, &mono, AV_SAMPLE_FMT_FLT, OUT_RATE, &in, f->format,
-                              f->sample_rate, 0, NULL);
-  av_channel_layout_uninit(&in);
-  if (e >= 0) e = swr_set_matrix(a->swr, matrix, channels);
+  AVChannelLayout layout = {0};
+  int e = av_channel_layout_copy(&layout, &f->ch_layout);
+  if (e >= 0)
+    e = swr_alloc_set_opts2(&a->swr, &layout, AV_SAMPLE_FMT_FLT, OUT_RATE, &layout, f->format,
+                            f->sample_rate, 0, NULL);
   if (e >= 0) e = swr_init(a->swr);
   if (e < 0) {
+    av_channel_layout_uninit(&layout);
     swr_free(&a->swr);
     return ff_fail(STENO_ERR_FORMAT, e, "%s: cannot set up the resampler", a->name);
   }
+  downmix_gains(layout.order == AV_CHANNEL_ORDER_NATIVE ? layout.u.mask : 0, channels, a->gain);
+  a->swr_layout = layout;
   a->swr_rate = f->sample_rate;
   a->swr_format = f->format;
-  av_channel_layout_copy(&a->swr_layout, &f->ch_layout);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 /* Audio and video files decoded with FFmpeg (libavformat, libavcodec,
  * libswresample) into 16 kHz mono float: the best audio stream of any format
- * FFmpeg reads, channels averaged (as librosa's to_mono), resampled by
- * swresample. Decoded a frame at a time as steno_audio_read asks, so memory
- * does not grow with the file's length.
+ * FFmpeg reads, resampled by swresample, channels mixed as swresample's
+ * default matrix mixes them (downmix.h). Decoded a frame at a time as
+ * steno_audio_read asks, so memory does not grow with the file's length.
  *
  * The public functions (steno_audio_open/read/duration/close) live in
  * decode.c; this header adds what the library and tests need besides.

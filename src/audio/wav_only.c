@@ -1,6 +1,7 @@
 /* Audio without FFmpeg (a build with -DSTENO_FFMPEG=OFF, e.g. a machine with
  * no FFmpeg libraries): WAV files only — PCM 8/16/24/32-bit or float 32/64,
- * any channel count (averaged) — at 16 kHz, from a path or standard input ("-").
+ * any channel count (mixed as decode.c mixes them, downmix.h) — at 16 kHz,
+ * from a path or standard input ("-").
  * The same functions as decode.c. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "audio/decode.h"
+#include "audio/downmix.h"
 #include "base/error.h"
 #include "base/mem.h"
 
@@ -20,7 +22,10 @@ struct steno_audio {
   bool close_file;      /* not standard input */
   size_t frames, at;    /* frames the file declares (or holds), frames read */
   int format, bits, channels;
+  uint32_t mask;        /* speaker positions (WAVE_FORMAT_EXTENSIBLE), or 0 */
+  float gain[DOWNMIX_MAX_CHANNELS];
   uint8_t block[16384]; /* raw frames read from the file */
+  float frames_f[16384]; /* a block's samples, every channel, before the downmix */
 };
 
 static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -108,7 +113,7 @@ static int parse(steno_audio *a, size_t size, const char *name) {
       if (len < 16 || take(a, &pos, size, h, k) < k)
         return err_set(STENO_ERR_FORMAT, "%s: truncated fmt chunk", name);
       a->format = u16(h), a->channels = u16(h + 2), rate = u32(h + 4), a->bits = u16(h + 14);
-      if (a->format == FMT_EXTENSIBLE && len >= 26) a->format = u16(h + 24);
+      if (a->format == FMT_EXTENSIBLE && len >= 26) a->mask = u32(h + 20), a->format = u16(h + 24);
       rest -= k;
     }
     if (!skip(a, &pos, size, rest)) break;
@@ -118,8 +123,9 @@ static int parse(steno_audio *a, size_t size, const char *name) {
   bool flt = a->format == FMT_FLOAT && (a->bits == 32 || a->bits == 64);
   if (!pcm && !flt)
     return err_set(STENO_ERR_UNSUPPORTED, "%s: WAV format %d with %d bits", name, a->format, a->bits);
-  if (a->channels < 1 || a->channels > 64)
+  if (a->channels < 1 || a->channels > DOWNMIX_MAX_CHANNELS)
     return err_set(STENO_ERR_FORMAT, "%s: %d channels", name, a->channels);
+  downmix_gains(a->mask, a->channels, a->gain);
   if (rate != 16000)
     return err_set(STENO_ERR_UNSUPPORTED, "%s: %u Hz (this build reads 16 kHz WAV only: FFmpeg is off)",
                    name, rate);
@@ -168,15 +174,15 @@ int steno_audio_open(const char *path, steno_audio **out) {
   return 0;
 }
 
-/* Frames from memory, or from the file a block at a time, channels averaged. */
+/* Frames from memory, or from the file a block at a time, mixed down. */
 int steno_audio_read(steno_audio *a, float *pcm, size_t max, size_t *got) {
   size_t bytes = (size_t)a->bits / 8, frame = (size_t)a->channels * bytes, n = 0;
   while (n < max && a->at < a->frames) {
     size_t want = max - n, left = a->frames - a->at;
     if (want > left) want = left;
+    if (want > sizeof a->block / frame) want = sizeof a->block / frame;
     const uint8_t *src = a->data ? a->data + a->at * frame : a->block;
     if (a->file) {
-      if (want > sizeof a->block / frame) want = sizeof a->block / frame;
       size_t k = fread(a->block, frame, want, a->file);
       if (k < want) {
         if (ferror(a->file)) return err_set(STENO_ERR_IO, "reading the WAV file failed");
@@ -184,11 +190,8 @@ int steno_audio_read(steno_audio *a, float *pcm, size_t max, size_t *got) {
         want = k;
       }
     }
-    for (size_t i = 0; i < want; i++) {
-      float s = 0;
-      for (int c = 0; c < a->channels; c++) s += sample(src + i * frame + (size_t)c * bytes, a->format, a->bits);
-      pcm[n + i] = s / (float)a->channels;
-    }
+    for (size_t i = 0; i < want * (size_t)a->channels; i++) a->frames_f[i] = sample(src + i * bytes, a->format, a->bits);
+    downmix(a->frames_f, want, a->channels, a->gain, pcm + n);
     n += want, a->at += want;
   }
   *got = n;
