@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "gpu/attention.h"
-#include "models/weights.h"
+#include "nn/weights.h"
 
 #define LN_EPS 1e-5f
 #define BN_EPS 1e-5f

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "models/parakeet/parakeet.h"
-#include "models/weights.h"
+#include "nn/weights.h"
 
 #define KEY "stt.parakeet."
 

@@ -8,7 +8,7 @@
 
 #include "decode/transducer.h"
 #include "frontend/mel.h"
-#include "gpu/transducer.h"
+#include "models/gpu_transducer.h"
 #include "nn/conformer.h"
 #include "text/result.h"
 #include "text/vocab.h"

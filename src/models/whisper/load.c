@@ -8,7 +8,7 @@
 #include "base/mem.h"
 #include "gpu/attention.h"
 #include "gpu/decode.h"
-#include "models/weights.h"
+#include "nn/weights.h"
 #include "models/whisper/whisper.h"
 
 #define LN_EPS 1e-5f

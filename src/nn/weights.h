@@ -1,7 +1,7 @@
 /* Loading a model's tensors from its GGUF file onto the GPU (or into host
  * memory), with the checks that make a wrong file a clear error. */
-#ifndef STENO_MODELS_WEIGHTS_H
-#define STENO_MODELS_WEIGHTS_H
+#ifndef STENO_NN_WEIGHTS_H
+#define STENO_NN_WEIGHTS_H
 
 #include "gpu/linear.h"
 #include "gpu/norm.h"

@@ -1,4 +1,4 @@
-#include "models/weights.h"
+#include "nn/weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
