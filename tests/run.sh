@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds steno twice — plain, and with AddressSanitizer + UndefinedBehaviorSanitizer —
 # and runs the whole test suite on each, on Mesa's lavapipe (Vulkan on the CPU) unless
-# STENO_TEST_GPU=1 asks for the machine's own GPU.
-#   bash tests/run.sh            both builds
-#   bash tests/run.sh plain      only the plain build (or: sanitize)
+# STENO_TEST_GPU=1 asks for the machine's own GPU; then a quick third build with FFmpeg off
+# runs test_audio alone.
+#   bash tests/run.sh            all three builds
+#   bash tests/run.sh plain      only the plain build (or: sanitize, wav-only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -34,4 +35,11 @@ fi
 if [ "$which" = all ] || [ "$which" = sanitize ]; then
   echo "== ASan + UBSan build"
   run sanitize -DSTENO_SANITIZE=ON
+fi
+# FFmpeg off: the WAV-only reader, checked by test_audio alone (the rest does not depend on it).
+if [ "$which" = all ] || [ "$which" = wav-only ]; then
+  echo "== FFmpeg off (WAV-only reader): test_audio"
+  cmake -S . -B build-test-wav-only -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTENO_FFMPEG=OFF >/dev/null
+  cmake --build build-test-wav-only -j "$jobs" --target test_audio >/dev/null
+  ctest --test-dir build-test-wav-only --output-on-failure -R '^test_audio$'
 fi

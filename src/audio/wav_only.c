@@ -93,8 +93,9 @@ static uint64_t file_left(FILE *f) {
  * to read (memory: a->data points at it). `size` is the memory's length. */
 static int parse(steno_audio *a, size_t size, const char *name) {
   uint8_t h[40];
-  size_t pos = 0;
-  if (take(a, &pos, size, h, 12) < 12 || memcmp(h, "RIFF", 4) || memcmp(h + 8, "WAVE", 4))
+  size_t pos = 0, head = take(a, &pos, size, h, 12);
+  if (head == 0) return err_set(STENO_ERR_FORMAT, "%s: empty file", name);
+  if (head < 12 || memcmp(h, "RIFF", 4) || memcmp(h + 8, "WAVE", 4))
     return err_set(STENO_ERR_FORMAT, "%s: not a WAV file (this build reads WAV only: FFmpeg is off)",
                    name);
   uint32_t rate = 0;
@@ -164,6 +165,11 @@ int steno_audio_open(const char *path, steno_audio **out) {
   if (!a->file) {
     free(a);
     return err_set(STENO_ERR_IO, "%s: cannot open", path);
+  }
+  struct stat info;
+  if (fstat(fileno(a->file), &info) == 0 && S_ISDIR(info.st_mode)) {
+    steno_audio_close(a);
+    return err_set(STENO_ERR_IO, "%s: is a directory", path);
   }
   int st = parse(a, 0, in ? "standard input" : path);
   if (st) {
