@@ -98,6 +98,9 @@ STENO_API steno_word steno_result_word(const steno_result *r, size_t i);
 STENO_API size_t steno_result_segment_count(const steno_result *r);
 STENO_API steno_segment steno_result_segment(const steno_result *r, size_t i);
 STENO_API double steno_result_duration(const steno_result *r);         /* seconds of audio */
+/* The spoken language's code ("en", "de", ...): the one asked for or detected
+ * (Whisper); NULL for families that do not tell (Parakeet). */
+STENO_API const char *steno_result_language(const steno_result *r);
 
 /* Where the time went (wall clock, ms). */
 typedef struct {

@@ -106,6 +106,35 @@ expect_error "reference file" "architecture" "$src/tests/fixtures/parakeet_ctc_t
 "$steno" run "$m" >/dev/null 2>&1
 if [ $? -eq 2 ]; then ok; else bad "missing argument: not a usage error"; fi
 
+# Options that do nothing for the model's family are errors (exit 2), as are two output
+# formats; --language auto is detection; JSON gives the language (Whisper) or null.
+for opt in "--language en" "--translate" "--prompt Hello"; do
+  "$steno" run "$m" "$tmp/clip.wav" $opt >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q -- "${opt%% *} is for Whisper models; .* is a parakeet model" "$tmp/err"
+  then ok; else bad "$opt with Parakeet: exit $rc, $(cat "$tmp/err")"; fi
+done
+"$steno" run "$m" "$tmp/clip.wav" --json --srt >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q -- "--srt: one output format at a time" "$tmp/err"; then ok
+else bad "--json --srt: $(cat "$tmp/err")"; fi
+w="$src/tests/fixtures/whisper_tiny_ml.gguf"
+for lang in "" "--language auto" "--language de"; do
+  "$steno" run "$w" "$tmp/clip.wav" --json $lang >"$tmp/lang${lang##* }.json" 2>"$tmp/err" || bad "whisper $lang: $(cat "$tmp/err")"
+done
+"$steno" run "$src/tests/fixtures/whisper_tiny_en.gguf" "$tmp/clip.wav" --json >"$tmp/en.json" 2>"$tmp/err"
+"$steno" run "$m" "$tmp/clip.wav" --json >"$tmp/parakeet.json" 2>"$tmp/err"
+if python3 - "$tmp" <<'PY'; then ok; else bad "JSON language"; fi
+import json, sys
+r = lambda name: json.load(open(sys.argv[1] + "/" + name))
+detected = r("lang.json")["language"]
+assert detected and len(detected) >= 2, detected
+assert r("langauto.json")["language"] == detected, "--language auto is not detection"
+assert r("langauto.json")["text"] == r("lang.json")["text"]
+assert r("langde.json")["language"] == "de"
+assert r("en.json")["language"] == "en", "an English-only model speaks en"
+assert r("parakeet.json")["language"] is None
+PY
+
 # The first operand is the model when it looks like one (.gguf, .bin, or a model's magic):
 # a whisper.cpp .bin (written from the Whisper fixture by test_whisper_bin) loads as one,
 # by name or by magic alone; a broken, missing or folder model is an error about it, never

@@ -187,6 +187,7 @@ int result_append(steno_result *into, steno_result *piece, int64_t offset_ms) {
     free(into->text);
     into->text = text;
   }
+  if (!into->language[0]) memcpy(into->language, piece->language, sizeof into->language);
   into->duration = offset_ms / 1000.0 + piece->duration;
   into->timings.features_ms += piece->timings.features_ms;
   into->timings.encoder_ms += piece->timings.encoder_ms;
@@ -203,6 +204,7 @@ size_t steno_result_word_count(const steno_result *r) { return r->nwords; }
 size_t steno_result_segment_count(const steno_result *r) { return r->nsegments; }
 double steno_result_duration(const steno_result *r) { return r->duration; }
 steno_timings steno_result_timings(const steno_result *r) { return r->timings; }
+const char *steno_result_language(const steno_result *r) { return r->language[0] ? r->language : NULL; }
 
 steno_token steno_result_token(const steno_result *r, size_t i) {
   return i < r->ntokens ? r->tokens[i] : (steno_token){0};

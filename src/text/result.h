@@ -16,6 +16,7 @@ struct steno_result {
   size_t nsegments;
   double duration; /* seconds */
   steno_timings timings;
+  char language[16]; /* the spoken language's code ("de"); "" when the family has none */
 };
 
 /* A result from tokens whose frames are `ms_per_frame` long, the first frame
@@ -31,8 +32,8 @@ int result_empty(double duration, steno_result **out);
  * the end of `into`: its strings made printable (utf8_printable: every family's
  * result passes here), its tokens, words and segments with times shifted by
  * offset_ms, its text after one space (empty texts add nothing), its timings
- * added. into's duration becomes the piece's end. Frees piece, also on
- * failure (then `into` is unchanged). */
+ * added, its language kept if `into` has none yet. into's duration becomes the
+ * piece's end. Frees piece, also on failure (then `into` is unchanged). */
 int result_append(steno_result *into, steno_result *piece, int64_t offset_ms);
 
 #endif

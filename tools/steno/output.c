@@ -70,6 +70,9 @@ void out_json(FILE *f, const steno_result *r, const out_info *info) {
   json_string(f, info->architecture);
   fputs(",\n  \"audio\": ", f);
   json_string(f, info->audio);
+  fputs(",\n  \"language\": ", f);
+  if (steno_result_language(r)) json_string(f, steno_result_language(r));
+  else fputs("null", f);
   double duration = steno_result_duration(r);
   steno_timings t = steno_result_timings(r);
   fprintf(f, ",\n  \"duration\": %.3f,\n", or_zero(duration));

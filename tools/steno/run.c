@@ -35,9 +35,11 @@ const char run_usage[] =
     "                 directory, and always with several FILEs, each FILE gets\n"
     "                 PATH/NAME.txt|json|srt|vtt\n"
     "  -q, --quiet    print nothing but errors (no progress, no warnings)\n"
-    "  --language CODE  Whisper: the spoken language (en, de, ...; default: detected)\n"
+    "  --language CODE  Whisper: the spoken language (en, de, ...); auto or left out:\n"
+    "                 detected\n"
     "  --translate    Whisper: translate into English\n"
-    "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style)\n"
+    "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style);\n"
+    "                 these three with another family's model are an error (exit 2)\n"
     "  -h, --help     this help\n"
     "Several FILEs to standard output: text gets a '==> FILE <==' line before each, JSON is\n"
     "an array of one object per FILE; subtitles need -o. A FILE that fails is reported and\n"
@@ -70,9 +72,12 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(run_usage, stdout);
       return -1;
-    } else if (!strcmp(a, "--json")) o->format = OUT_JSON;
-    else if (!strcmp(a, "--srt")) o->format = OUT_SRT;
-    else if (!strcmp(a, "--vtt")) o->format = OUT_VTT;
+    } else if (!strcmp(a, "--json") || !strcmp(a, "--srt") || !strcmp(a, "--vtt")) {
+      out_format f = a[2] == 'j' ? OUT_JSON : a[2] == 's' ? OUT_SRT : OUT_VTT;
+      if (o->format != OUT_TEXT && o->format != f)
+        return usage_error("%s: one output format at a time (--json, --srt or --vtt)", a);
+      o->format = f;
+    }
     else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = true;
     else if (!strcmp(a, "--translate")) o->tp.translate = 1;
     else if (!strcmp(a, "--language") || !strcmp(a, "--prompt")) {
@@ -259,7 +264,20 @@ static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   return failed;
 }
 
-static int load_and_run(const run_opts *o) {
+/* --language, --translate and --prompt steer Whisper only: elsewhere they are an
+ * error rather than silently ignored. "--language auto" is detection (NULL). */
+static int whisper_options(run_opts *o, const char *arch) {
+  const steno_transcribe_params *p = &o->tp;
+  const char *given = p->language ? "--language" : p->translate ? "--translate" : p->prompt ? "--prompt" : NULL;
+  if (given && strcmp(arch, "whisper")) {
+    fprintf(stderr, "steno run: %s is for Whisper models; %s is a %s model\n", given, o->model, arch);
+    return 2;
+  }
+  if (p->language && !strcmp(p->language, "auto")) o->tp.language = NULL;
+  return 0;
+}
+
+static int load_and_run(run_opts *o) {
   const char *path = hub_resolve(o->model); /* a path, or a name pulled into the cache */
   if (!path) return 1;
   struct stat info;
@@ -277,7 +295,9 @@ static int load_and_run(const run_opts *o) {
     fprintf(stderr, "steno run: %s\n", steno_last_error());
     return 1;
   }
-  int st = run_files(m, o, (now() - t0) * 1e3);
+  double load_ms = (now() - t0) * 1e3;
+  int st = whisper_options(o, steno_model_architecture(m));
+  if (!st) st = run_files(m, o, load_ms);
   steno_model_free(m);
   return st;
 }

@@ -3,6 +3,7 @@
  * decodes them; tokens and words carry their segment's times (Whisper's
  * timestamps are per segment). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,10 +66,18 @@ static int segment_tokens(const whisper *m, const whisper_output *o, const whisp
   return 0;
 }
 
+/* The code of the run's language token: an English-only model speaks "en". */
+static void language_code(const whisper_config *c, int token, char *code, size_t cap) {
+  if (!c->multilingual) snprintf(code, cap, "en");
+  for (int i = 0; c->multilingual && i < c->n_langs; i++)
+    if (c->lang_id[i] == token) snprintf(code, cap, "%s", c->lang_code[i]);
+}
+
 int whisper_result(const whisper *m, const whisper_output *o, double seconds, steno_result **out) {
   *out = NULL;
   steno_result *r;
   TRY(result_empty(seconds, &r));
+  language_code(&m->c, o->language, r->language, sizeof r->language);
   size_t total = 0;
   for (size_t i = 0; i < o->n_seg; i++) total += o->seg[i].end - o->seg[i].first;
   int *all = mem_alloc(total + 1, sizeof *all), *ids = mem_alloc(total + 1, sizeof *ids);
