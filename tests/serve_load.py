@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """steno serve under load: REQUESTS requests from CONCURRENCY threads (plain
 http.client, no other packages), good uploads mixed with bad ones — random
-bytes, a WAV cut inside its header, an empty file, no file field, a huge
-Content-Length, a wrong route or method, a wrong key, a body dropped halfway,
+bytes, a WAV cut inside its header, an empty file, no file field, two file
+fields, a field over 64 KiB, a huge Content-Length, a wrong route or method, a wrong key, a body dropped halfway,
 a slow client. Every good request must come back with the text `steno run`
 gives, every bad one with a 4xx JSON error in OpenAI's shape, and the server
 must stay up with its resident memory (VmRSS) after the run within 10 % of
@@ -126,6 +126,8 @@ KINDS = {
     "header cut": (2, lambda rng: request("POST", ROUTE, form([], wav[:rng.randint(1, 43)]))),
     "empty file": (1, lambda rng: request("POST", ROUTE, form([], b""))),
     "no file": (1, lambda rng: request("POST", ROUTE, form([("model", "whisper-1")]))),
+    "two files": (1, lambda rng: request("POST", ROUTE, form([], wav)[:-len(BOUNDARY) - 6] + form([], wav))),
+    "long field": (1, lambda rng: request("POST", ROUTE, form([("prompt", "x" * 70000)], wav))),
     "not multipart": (1, lambda rng: request("POST", ROUTE, wav, {"Content-Type": "audio/wav"})),
     "huge length": (1, huge_length),
     "wrong route": (1, lambda rng: request("GET", "/v1/nothing/here")),
@@ -133,6 +135,11 @@ KINDS = {
     "wrong key": (1, lambda rng: request("POST", ROUTE, form([], wav), {"Authorization": "Bearer nope"})),
     "dropped": (1, dropped),
 }
+
+
+# The field each bad request's error names (OpenAI's `param`; None: null).
+PARAM = {"random bytes": "file", "header cut": "file", "empty file": "file", "no file": "file", "two files": "file",
+         "long field": "prompt", "huge length": "file"}
 
 
 def text_of(fmt, body):
@@ -154,7 +161,8 @@ def one(i):
         if kind == "dropped":
             return None
         err = json.loads(body)["error"]
-        if not (400 <= status < 500 and isinstance(err["message"], str) and err["type"] == "invalid_request_error"):
+        if not (400 <= status < 500 and isinstance(err["message"], str) and err["type"] == "invalid_request_error"
+                and err["param"] == PARAM.get(kind)):
             return f"{kind} #{i}: {status} {body[:200]!r}"
         return None
     except Exception as e:  # a dropped connection, a non-JSON answer, ...

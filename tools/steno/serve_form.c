@@ -56,7 +56,8 @@ static int file_bytes(serve_form *form, const char *data, size_t size, uint64_t 
 
 /* ---- text fields ---- */
 
-/* Appends a chunk of a field's value (a value may come in several). */
+/* Appends a chunk of a field's value (a value may come in several). `key` is
+ * ours (a literal): the form keeps it as its problem's param. */
 static int append(serve_form *form, char **value, const char *key, const char *data, size_t size) {
   size_t had = *value ? strlen(*value) : 0;
   if (had + size > FIELD_MAX) return problem(form, 400, key, "the field '%s' is over %d bytes", key, FIELD_MAX);
@@ -68,7 +69,8 @@ static int append(serve_form *form, char **value, const char *key, const char *d
   return 0;
 }
 
-static char **field(serve_form *form, const char *key) {
+/* The field named `key` (its value in *value, its name as a literal), or NULL. */
+static const char *field(serve_form *form, const char *key, char ***value) {
   static const struct {
     const char *key;
     size_t offset;
@@ -80,13 +82,16 @@ static char **field(serve_form *form, const char *key) {
       {"temperature", offsetof(serve_form, temperature)},
   };
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
-    if (!strcmp(key, fields[i].key)) return (char **)((char *)form + fields[i].offset);
+    if (!strcmp(key, fields[i].key)) {
+      *value = (char **)((char *)form + fields[i].offset);
+      return fields[i].key;
+    }
   return NULL;
 }
 
 /* timestamp_granularities[] repeats: each part is one more value. */
 static int granularity(serve_form *form, const char *data, size_t size, uint64_t off) {
-  if (off == 0) {
+  if (off == 0 || !form->ngranularities) {
     if (form->ngranularities == FORM_MAX_GRANULARITIES)
       return problem(form, 400, "timestamp_granularities", "too many timestamp_granularities");
     form->ngranularities++;
@@ -100,12 +105,13 @@ static enum MHD_Result part(void *cls, enum MHD_ValueKind kind, const char *key,
   (void)kind, (void)filename, (void)content_type, (void)encoding;
   serve_form *form = cls;
   char **value;
+  const char *name;
   int st = 0;
   if (!key) st = 0;
   else if (!strcmp(key, "file")) st = file_bytes(form, data, size, off);
   else if (!strcmp(key, "timestamp_granularities[]") || !strcmp(key, "timestamp_granularities"))
-    st = form->ngranularities || size ? granularity(form, data, size, off) : 0;
-  else if ((value = field(form, key))) st = append(form, value, key, data, size);
+    st = granularity(form, data, size, off);
+  else if ((name = field(form, key, &value))) st = append(form, value, name, data, size);
   return st ? MHD_NO : MHD_YES; /* other fields are ignored, as unknown ones should be */
 }
 

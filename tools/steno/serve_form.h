@@ -28,7 +28,8 @@ typedef struct {
  * form->status, message and param set (not multipart, no memory). */
 int form_begin(serve_form *form, struct MHD_Connection *c);
 
-/* The body's next bytes; -1 (and form->status ...) on the first problem. */
+/* The body's next bytes; -1 once the form has a problem (form->status ...,
+ * kept for form_end; what follows is skipped). */
 int form_feed(serve_form *form, const char *data, size_t size);
 
 /* The body has ended: -1 (and form->status ...) when it was cut short or had

@@ -38,6 +38,7 @@ struct route {
   const char *path;
   get_handler get; /* a GET (or HEAD) route */
   bool translate;  /* a POST route: the audio endpoints */
+  bool open;       /* answered without the API key */
 };
 
 struct serve_request {
@@ -90,10 +91,10 @@ static int health(struct MHD_Connection *c, serve_request *rq, const serve_confi
 static int models(struct MHD_Connection *c, serve_request *rq, const serve_config *cfg);
 
 static const struct route routes[] = {
-    {"/health", health, false},
-    {"/v1/models", models, false},
-    {"/v1/audio/transcriptions", NULL, false},
-    {"/v1/audio/translations", NULL, true},
+    {"/health", health, false, true},
+    {"/v1/models", models, false, false},
+    {"/v1/audio/transcriptions", NULL, false, false},
+    {"/v1/audio/translations", NULL, true, false},
 };
 
 static int models(struct MHD_Connection *c, serve_request *rq, const serve_config *cfg) {
@@ -140,9 +141,11 @@ static int begin(struct MHD_Connection *c, serve_request *rq, const serve_config
                  const char *method) {
   bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
   rq->route = find_route(url);
-  if (!rq->route) return http_error(c, rq, 404, "no such route (see GET /v1/models, POST /v1/audio/transcriptions)", NULL, "not_found");
+  if (!rq->route)
+    return http_error(c, rq, 404, "no such route (see GET /v1/models, POST /v1/audio/transcriptions)", NULL,
+                      "not_found");
   if (rq->route->get ? !get : !post) return http_error(c, rq, 405, "method not allowed on this route", NULL, NULL);
-  if (rq->route != &routes[0] && !authorized(c, cfg))
+  if (!rq->route->open && !authorized(c, cfg))
     return http_error(c, rq, 401, "incorrect or missing API key (Authorization: Bearer KEY)", NULL, "invalid_api_key");
   if (rq->route->get) return rq->route->get(c, rq, cfg);
   if (declared_too_big(c, cfg)) return too_big(c, rq, cfg);
@@ -150,14 +153,15 @@ static int begin(struct MHD_Connection *c, serve_request *rq, const serve_config
   return MHD_YES;
 }
 
-/* The next chunk of the body. */
+/* The next chunk of the body. Past the limits the connection is cut (see
+ * http_answer); a bad form is read to its end and answered then. */
 static int body(struct MHD_Connection *c, serve_request *rq, const serve_config *cfg, const char *data,
                 size_t size) {
   rq->body += size;
   if (rq->body > cfg->max_upload) return too_big(c, rq, cfg);
   if (serve_now() > rq->deadline)
     return http_error(c, rq, 408, "the upload took longer than the server's time limit", NULL, "timeout");
-  if (form_feed(&rq->form, data, size)) return http_error(c, rq, rq->form.status, rq->form.message, rq->form.param, NULL);
+  form_feed(&rq->form, data, size); /* a problem stays in the form for form_end */
   return MHD_YES;
 }
 
