@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "base/mem.h"
 #include "gpu/internal.h"
 
@@ -16,6 +17,7 @@
  * through the device's scratch of SPLIT_BYTES. */
 #define SPLIT_TILES 256
 #define SPLIT_MIN_K 512
+#define SPLIT_MIN_K_TC 256 /* gemm_tc: its steps are cheap, so shorter pieces pay */
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
 
@@ -23,12 +25,22 @@
 #define GEMM_BIG_M 512
 
 /* The fast variants' kernels and tiles: SG_M × SG_N subgroups, each TM × TN
- * matrices of 16×16 (gemm_tiled.comp's specialization; gemm_coop's is fixed). */
+ * matrices of 16×16 (gemm_tiled.comp's and gemm_tc.comp's specialization;
+ * gemm_coop's is fixed). */
 const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
-    [GPU_GEMM_COOP64] = {"gemm_coop", 2, 2, 2, 2},
-    [GPU_GEMM_TILED64] = {"gemm_tiled", 2, 2, 2, 2},
-    [GPU_GEMM_TILED128] = {"gemm_tiled", 2, 4, 4, 2},
+    [GPU_GEMM_COOP64] = {"gemm_coop", 2, 2, 2, 2, false},
+    [GPU_GEMM_TILED64] = {"gemm_tiled", 2, 2, 2, 2, false},
+    [GPU_GEMM_TILED128] = {"gemm_tiled", 2, 4, 4, 2, false},
+    [GPU_GEMM_TC64] = {"gemm_tc", 2, 2, 2, 4, true},
+    [GPU_GEMM_TC128] = {"gemm_tc", 2, 4, 4, 2, true},
 };
+
+static bool is_tc(gpu_gemm_variant v) { return v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128; }
+
+/* Whether gemm_tc passed its probe here (BF16 and Q8_0 layers then get an f16 copy). */
+static bool tc_passed(const gpu_device *d) {
+  return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128];
+}
 
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
   const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
@@ -46,20 +58,20 @@ bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
 }
 
 /* How many pieces to cut k into for the portable kernel (1: none). */
-static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k) {
-  if (tiles >= SPLIT_TILES || k < 2 * SPLIT_MIN_K) return 1;
+static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, uint32_t min_k) {
+  if (tiles >= SPLIT_TILES || k < 2 * min_k) return 1;
   uint32_t s = (SPLIT_TILES + tiles - 1) / tiles;
-  if (s > k / SPLIT_MIN_K) s = k / SPLIT_MIN_K;
+  if (s > k / min_k) s = k / min_k;
   if (s > SPLIT_MAX) s = SPLIT_MAX;
   while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
   return s;
 }
 
 gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
-  static const gpu_gemm_variant order[2][3] = {
-      {GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128},
-      {GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64}};
-  for (int i = 0; i < 3; i++)
+  static const gpu_gemm_variant order[2][5] = {
+      {GPU_GEMM_TC64, GPU_GEMM_TC128, GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128},
+      {GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64}};
+  for (int i = 0; i < 5; i++)
     if (d->gemm_ok[order[big][i]]) return order[big][i];
   return GPU_GEMM_AUTO;
 }
@@ -127,6 +139,61 @@ static int linear_direct(gpu_device *dev, const gpu_weight *parts, int nparts, c
   return st;
 }
 
+/* Weight i of a BF16 or Q8_0 (34-byte blocks) tensor as f32. */
+static float weight_at(gpu_wtype t, const uint8_t *data, size_t i) {
+  uint16_t h;
+  if (t == GPU_BF16) {
+    memcpy(&h, data + 2 * i, 2);
+    return bf16_to_f32(h);
+  }
+  const uint8_t *block = data + i / 32 * 34;
+  memcpy(&h, block, 2);
+  return f16_to_f32(h) * (float)(int8_t)block[2 + i % 32];
+}
+
+/* gemm_tc's f16 copy of BF16 or Q8_0 weights, [n][wk] with zeros past the
+ * stacked rows and past k: converted once here instead of in every tile. */
+static int linear_f16(gpu_device *dev, const gpu_weight *parts, int nparts, gpu_linear *out) {
+  uint16_t *h = mem_alloc((size_t)out->n * out->wk, sizeof *h);
+  if (!h) return STENO_ERR_NOMEM;
+  memset(h, 0, (size_t)out->n * out->wk * sizeof *h);
+  size_t row = 0;
+  for (int i = 0; i < nparts; i++)
+    for (size_t r = 0; r < parts[i].rows; r++, row++)
+      for (size_t x = 0; x < out->k; x++)
+        h[row * out->wk + x] = f32_to_f16(weight_at(out->type, parts[i].data, r * out->k + x));
+  int st = gpu_buffer_from(dev, h, (size_t)out->n * out->wk * sizeof *h, &out->w16);
+  free(h);
+  return st;
+}
+
+/* The padded layout in one host buffer (Q8_0: data | scales). */
+static int linear_padded(gpu_device *dev, const gpu_weight *parts, int nparts, const float *bias,
+                         size_t nbias, gpu_linear *out) {
+  gpu_wtype type = out->type;
+  size_t k = out->k, wk = out->wk, count = (size_t)out->n * wk;
+  size_t wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
+  size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
+  uint8_t *host = mem_alloc(wbytes + sbytes, 1);
+  int st = host ? 0 : STENO_ERR_NOMEM;
+  size_t at = 0; /* weights placed so far */
+  for (int i = 0; !st && i < nparts; i++) {
+    size_t c = (size_t)parts[i].rows * k;
+    if (type == GPU_Q8_0) split_q8(parts[i].data, c / 32, host + at, host + wbytes + at / 16);
+    else if (wk == k) memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
+    else
+      for (size_t r = 0; r < parts[i].rows; r++)
+        memcpy(host + gpu_wtype_bytes(type, at + r * wk),
+               (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
+    at += (size_t)parts[i].rows * wk;
+  }
+  if (!st) st = gpu_buffer_from(dev, host, wbytes, &out->w);
+  if (!st && sbytes) st = gpu_buffer_from(dev, host + wbytes, sbytes, &out->scales);
+  if (!st) st = linear_bias(dev, bias, nbias, out);
+  free(host);
+  return st;
+}
+
 int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
                    int nparts, const float *bias, size_t nbias, gpu_linear *out) {
   memset(out, 0, sizeof *out);
@@ -149,29 +216,12 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   out->type = type;
 
   /* Rows of whole 32-weight blocks go to the device as they are, each part at
-   * its place, then zero rows up to n: no host copy of a large model's weights. */
-  if (type != GPU_Q8_0 && wk == k) return linear_direct(dev, parts, nparts, bias, nbias, out);
-  /* Otherwise padded with zero rows (and columns up to wk), in one host
-   * buffer (Q8_0: data | scales). */
-  size_t count = n * wk, wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
-  size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
-  uint8_t *host = mem_alloc(wbytes + sbytes, 1);
-  int st = host ? 0 : STENO_ERR_NOMEM;
-  size_t at = 0; /* weights placed so far */
-  for (int i = 0; !st && i < nparts; i++) {
-    size_t c = (size_t)parts[i].rows * k;
-    if (type == GPU_Q8_0) split_q8(parts[i].data, c / 32, host + at, host + wbytes + at / 16);
-    else if (wk == k) memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
-    else
-      for (size_t r = 0; r < parts[i].rows; r++)
-        memcpy(host + gpu_wtype_bytes(type, at + r * wk),
-               (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
-    at += (size_t)parts[i].rows * wk;
-  }
-  if (!st) st = gpu_buffer_from(dev, host, wbytes, &out->w);
-  if (!st && sbytes) st = gpu_buffer_from(dev, host + wbytes, sbytes, &out->scales);
-  if (!st) st = linear_bias(dev, bias, nbias, out);
-  free(host);
+   * its place, then zero rows up to n: no host copy of a large model's weights.
+   * Otherwise padded with zero rows (and columns up to wk) on the host. */
+  int st = type != GPU_Q8_0 && wk == k ? linear_direct(dev, parts, nparts, bias, nbias, out)
+                                       : linear_padded(dev, parts, nparts, bias, nbias, out);
+  if (!st && (type == GPU_BF16 || type == GPU_Q8_0) && tc_passed(dev))
+    st = linear_f16(dev, parts, nparts, out);
   if (st) gpu_linear_free(out);
   return st;
 }
@@ -179,6 +229,7 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
 void gpu_linear_free(gpu_linear *l) {
   gpu_buffer_free(l->w);
   gpu_buffer_free(l->scales);
+  gpu_buffer_free(l->w16);
   gpu_buffer_free(l->bias);
   memset(l, 0, sizeof *l);
 }
@@ -195,6 +246,8 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   /* F32 weights keep the f32 kernel: the fast ones round W to f16. */
   gpu_device *d = gpu_rec_device(rec);
   gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m, l->type) : GPU_GEMM_AUTO;
+  /* gemm_tc reads a 8 floats at a time and W as f16. */
+  if (is_tc(v) && (lda % 4 || l->k % 8 || (l->type != GPU_F16 && !l->w16))) v = GPU_GEMM_AUTO;
   uint32_t spec = l->type, bm = TILE, bn = TILE;
   gpu_kernel *k;
   if (v != GPU_GEMM_AUTO) {
@@ -205,7 +258,8 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
     k = gpu_rec_kernel(rec, "gemm", &spec, 1);
   }
   uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
-  uint32_t splits = v == GPU_GEMM_AUTO ? split_count(tiles, m, l->n, l->k) : 1;
+  bool split = v == GPU_GEMM_AUTO || is_tc(v);
+  uint32_t splits = split ? split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K) : 1;
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + 31) / 32 * 32;
   splits = (l->k + kc - 1) / kc;
@@ -217,9 +271,10 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
     uint32_t dual, lda, wk, splits, kc;
   } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk, splits, kc};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
-  gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias, part ? part : c};
-  gpu_dispatch(rec, k, bufs, v == GPU_GEMM_AUTO ? 6 : 5, &push, v == GPU_GEMM_AUTO ? sizeof push : 32,
-               (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
+  gpu_buffer *w = is_tc(v) && l->w16 ? l->w16 : l->w;
+  gpu_buffer *bufs[] = {a, l->bias, c, w, l->scales ? l->scales : l->bias, part ? part : c};
+  gpu_dispatch(rec, k, bufs, split ? 6 : 5, &push, split ? sizeof push : 32, (l->n + bn - 1) / bn,
+               (m + bm - 1) / bm, splits);
   if (splits == 1) return;
   struct {
     uint32_t m, n, splits, mode;

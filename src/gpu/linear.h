@@ -35,6 +35,8 @@ typedef struct {
   gpu_wtype type;
   gpu_buffer *w;
   gpu_buffer *scales; /* Q8_0's f16 scales, else NULL */
+  gpu_buffer *w16;    /* BF16 and Q8_0: an f16 copy [n][wk] for gemm_tc, made at load
+                       * where that kernel passed its probe; else NULL */
   gpu_buffer *bias;   /* n + dual values */
 } gpu_linear;
 
@@ -59,22 +61,28 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
-/* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, and gemm_tiled.comp
- * with a 64×64 or a 128×128 tile. Each is probed at device open and timed
- * with the portable kernel at a small and a large m (on a GPU); gpu_gemm uses
- * the fastest for its weight type and m. */
+/* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, gemm_tiled.comp with a
+ * 64×64 or a 128×128 tile (both keep a to ~21 bits: f16 hi + lo), and
+ * gemm_tc.comp (a rounded to f16, double-buffered, split k) with a 64×128 or
+ * a 128×128 tile. Each is probed at device open and timed with the portable
+ * kernel at a small and a large m (on a GPU); gpu_gemm uses the fastest for
+ * its weight type and m. */
 typedef enum {
   GPU_GEMM_AUTO = 0,
   GPU_GEMM_COOP64,
   GPU_GEMM_TILED64,
   GPU_GEMM_TILED128,
+  GPU_GEMM_TC64,
+  GPU_GEMM_TC128,
   GPU_GEMM_VARIANTS
 } gpu_gemm_variant;
 
-/* A variant's kernel and tile (the probe and gpu_gemm share them). */
+/* A variant's kernel and tile (the probe and gpu_gemm share them). a16: it
+ * rounds a to f16 (its result is that of f16(a)·W). */
 typedef struct {
   const char *kernel;
   uint32_t sg_m, sg_n, tm, tn;
+  bool a16;
 } gpu_gemm_tile;
 extern const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS];
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);

@@ -32,10 +32,10 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   for (int r = 0; r < M; r++)
     for (int j = 0; j < N; j++) {
       double acc = 0;
-      for (int x = 0; x < K; x++) acc += (double)a[r * K + x] * wf[j * K + x];
+      for (int x = 0; x < K; x++)
+        acc += (double)(t->a16 ? f16_round(a[r * K + x]) : a[r * K + x]) * wf[j * K + x];
       want[r * N + j] = (float)acc;
     }
-  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
   gpu_linear l = {0};
   gpu_weight part = {wh, N};
   gpu_buffer *ab = NULL, *cb = NULL;
