@@ -18,8 +18,10 @@
 
 /* A 70×96·(96×64)ᵀ GEMM with F16 weights by fast variant v against the same
  * math on the CPU (70 rows: a partial row tile; 64 columns: a partial column
- * tile for the 128-wide one; 96: three k steps). */
+ * tile for the 128-wide ones; 96: three k steps), with a rounded to f16 where
+ * the variant rounds it. */
 static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
+  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
   enum { M = 70, N = 64, K = 96 };
   float a[M * K], wf[N * K], want[M * N], got[M * N], layout[2] = {0, 0};
   uint16_t wh[N * K];
