@@ -3,7 +3,8 @@
  * turbo use and at large m. For each shape and weight type: milliseconds and
  * TFLOP/s (2·m·n·k per call) of each kernel, and the largest difference from
  * the portable kernel's output relative to the largest output (the fast ones
- * round W to f16 and split a into f16 halves).
+ * round W to f16; gemm_coop and gemm_tiled split a into f16 halves, gemm_tc
+ * rounds it to f16).
  * Each shape is recorded `reps` times into one submission; the best of 3
  * submissions counts. On the CPU machine (lavapipe) there is no fast path.
  * Build and run: bench/gemm_speed.sh [reps]. */
@@ -50,13 +51,16 @@ static double time_gemm(gpu_device *d, gpu_buffer *a, const gpu_linear *l, gpu_b
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 10;
   gpu_device *d;
-  if (reps < 1 || gpu_open(&d)) return 1;
+  if (reps < 1 || gpu_open(NULL, &d)) return 1;
   static const struct {
     const char *what;
     uint32_t m, n, k;
   } shapes[] = {
       {"parakeet 11 s q|k|v", 138, 3072, 1024}, {"parakeet 11 s ffn up", 138, 4096, 1024},
-      {"parakeet 11 s ffn down", 138, 1024, 4096}, {"whisper 30 s ffn up", 1500, 5120, 1280},
+      {"parakeet 11 s ffn down", 138, 1024, 4096}, {"parakeet 2 min ffn up", 1500, 4096, 1024},
+      {"parakeet 2 min ffn down", 1500, 1024, 4096}, {"whisper 30 s q|k|v", 1500, 3840, 1280},
+      {"whisper 30 s out", 1500, 1280, 1280}, {"whisper 30 s ffn up", 1500, 5120, 1280},
+      {"whisper 30 s ffn down", 1500, 1280, 5120},
       {"parakeet 64×11 s ffn up", 8832, 4096, 1024}, {"square 2048", 2048, 2048, 2048},
       {"square 4096", 4096, 4096, 4096},
   };
