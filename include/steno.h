@@ -15,7 +15,24 @@
  *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
  *   STENO_DECODER=cpu      transducers search on the CPU instead of the GPU
  *   STENO_BENCH_TOKENS=N   Whisper decodes exactly N tokens a window (benchmarks)
- * and XDG_CACHE_HOME / HOME for the caches' default folder. */
+ * and XDG_CACHE_HOME / HOME for the caches' default folder.
+ *
+ * Threads. A steno_model holds what is read-only once loaded (weights on the
+ * GPU, vocabulary, configuration); a steno_session holds what one transcription
+ * writes (the GPU recorder, activations, decoder state, KV caches). So:
+ *   - one model may be shared by any number of threads, each transcribing
+ *     through its own session (steno_session_new): sessions of one model run
+ *     concurrently, their GPU submissions serialized by the library;
+ *   - a session must not be used by two threads at once;
+ *   - steno_transcribe and steno_transcribe_audio use a session the model owns
+ *     (made on first use): they must not be called from two threads at once
+ *     on one model (give each thread a session instead, or hold a lock);
+ *   - a model must outlive its sessions: free the sessions first
+ *     (steno_model_free refuses, with an error logged, while any is open);
+ *   - results, audio streams and params belong to the caller: share them
+ *     between threads only with the caller's own locking;
+ *   - steno_last_error is per thread; steno_set_log is global (set it first).
+ * Different models are independent of each other. */
 #ifndef STENO_H
 #define STENO_H
 
@@ -193,6 +210,20 @@ STENO_API steno_transcribe_params steno_transcribe_default_params(void);
 STENO_API int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                                const steno_transcribe_params *params, steno_result **out);
 
+/* ---- sessions ---- */
+
+/* The buffers and state of one transcription at a time on a model (see Threads
+ * at the top): one per thread. */
+typedef struct steno_session steno_session;
+
+/* A new session on m (STENO_ERR_INVALID for NULL arguments); m must outlive it. */
+STENO_API int steno_session_new(steno_model *m, steno_session **out);
+/* Frees a session (NULL: nothing); before its model. */
+STENO_API void steno_session_free(steno_session *s);
+/* steno_transcribe through session s (STENO_ERR_INVALID for a NULL session). */
+STENO_API int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
+                                       const steno_transcribe_params *params, steno_result **out);
+
 /* ---- audio ---- */
 
 /* An audio or video file read as 16 kHz mono float PCM through FFmpeg: wav,
@@ -214,6 +245,10 @@ STENO_API void steno_audio_close(steno_audio *a);
  * only one piece of it (≤ piece_seconds + 1 s) in memory at a time. */
 STENO_API int steno_transcribe_audio(steno_model *m, steno_audio *a,
                                      const steno_transcribe_params *params, steno_result **out);
+/* steno_transcribe_audio through session s. */
+STENO_API int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
+                                             const steno_transcribe_params *params,
+                                             steno_result **out);
 
 /* Reads a whole file (as steno_audio_open; up to 24 h) into *pcm (malloc'd:
  * free with steno_audio_free). */

@@ -70,7 +70,8 @@ static bool same_tokens(const dec_tokens *tk, const gguf_file *ref, const char *
  * (NeMo's) differ from them: the cap fixture's demonstration. */
 static int generate_differs;
 
-static void clip(parakeet *m, const gguf_file *ref, const char *name, const char *model) {
+static void clip(parakeet_session *s, const gguf_file *ref, const char *name, const char *model) {
+  const parakeet *m = s->m;
   char what[256];
   size_t n_pcm, n_mel, n_enc, n_head;
   const float *pcm = ref_tensor(ref, name, "pcm", &n_pcm);
@@ -95,7 +96,7 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
   /* Encoder and head on the reference's features. */
   float *enc, *head;
   uint32_t t;
-  CHECK_OK(parakeet_forward(m, ref_mel, (uint32_t)valid, &enc, &head, &t));
+  CHECK_OK(parakeet_forward(s, ref_mel, (uint32_t)valid, &enc, &head, &t));
   uint32_t d = m->c.dims.d, t_ref = ref_key(ref, name, "t_enc_valid")->v.u32[0];
   CHECK(t == t_ref, "%s: %u encoder frames, reference %u", name, t, t_ref);
   if (t == t_ref && enc) {
@@ -118,7 +119,7 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
   if (head) CHECK_OK(parakeet_decode(m, head, t, &toks));
   if (head && !ctc) {
     CHECK(m->gdec, "%s: no GPU transducer decoder", model);
-    if (m->gdec) CHECK_OK(parakeet_decode_gpu(m, t, &gtoks));
+    if (m->gdec) CHECK_OK(parakeet_decode_gpu(s, t, &gtoks));
     double worst = 0;
     for (size_t i = 0; i < toks.n && i < gtoks.n; i++) {
       double dp = fabs((double)toks.v[i].p - gtoks.v[i].p);
@@ -150,7 +151,7 @@ static void clip(parakeet *m, const gguf_file *ref, const char *name, const char
 
   /* End to end from the samples, as the API runs it. */
   steno_result *r = NULL;
-  CHECK_OK(parakeet_transcribe(m, pcm, n_pcm, NULL, &r));
+  CHECK_OK(parakeet_transcribe(s, pcm, n_pcm, NULL, &r));
   const gguf_kv *text = ref_key(ref, name, "text");
   if (r && text)
     CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "%s %s: text '%s', reference '%s'",
@@ -165,9 +166,12 @@ static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
   parakeet *m = NULL;
+  parakeet_session *s = NULL;
   if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  if (m) CHECK_OK(parakeet_session_new(m, &s));
   const gguf_kv *clips = ref ? gguf_find(ref, "ref.clips") : NULL;
-  for (size_t i = 0; m && clips && i < clips->n; i++) clip(m, ref, clips->v.str[i].s, file);
+  for (size_t i = 0; s && clips && i < clips->n; i++) clip(s, ref, clips->v.str[i].s, file);
+  parakeet_session_free(s);
   parakeet_free(m);
   gguf_close(f);
   gguf_close(ref);

@@ -69,12 +69,15 @@ static float *run_copy(const gguf_file *src, const change *c, const float *pcm, 
   parakeet *m = NULL;
   float *enc = NULL, *head = NULL, *mel = NULL;
   size_t frames, valid;
+  parakeet_session *s = NULL;
   if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
-  if (m) CHECK_OK(parakeet_features(m, pcm, n, &mel, &frames, &valid));
-  if (mel) CHECK_OK(parakeet_forward(m, mel, (uint32_t)valid, &enc, &head, t));
+  if (m) CHECK_OK(parakeet_session_new(m, &s));
+  if (s) CHECK_OK(parakeet_features(m, pcm, n, &mel, &frames, &valid));
+  if (mel) CHECK_OK(parakeet_forward(s, mel, (uint32_t)valid, &enc, &head, t));
   if (head) CHECK_OK(parakeet_decode(m, head, *t, toks));
   free(mel);
   free(head);
+  parakeet_session_free(s);
   parakeet_free(m);
   gguf_close(f);
   free(bytes);

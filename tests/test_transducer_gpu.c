@@ -98,9 +98,11 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
   dec_tokens want = {0}, got = {0};
   CHECK_OK(transducer_greedy(&m, enc, t, (int)stride, NULL, &want));
   gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &m, &g));
   CHECK(g, "%s: no GPU decoder", what);
-  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, NULL, &got));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
+  if (s && genc) CHECK_OK(gpu_transducer_greedy(s, genc, (uint32_t)t, stride, NULL, &got));
   bool same = want.n == got.n;
   double worst = 0;
   for (size_t i = 0; same && i < want.n; i++) {
@@ -112,7 +114,7 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
   CHECK(worst <= 1e-4, "%s: confidences off by %.2e", what, worst);
   /* Again on the same decoder: nothing of the last search stays behind. */
   dec_tokens again = {0};
-  if (g && genc) CHECK_OK(gpu_transducer_greedy(g, genc, (uint32_t)t, stride, NULL, &again));
+  if (s && genc) CHECK_OK(gpu_transducer_greedy(s, genc, (uint32_t)t, stride, NULL, &again));
   bool repeat = again.n == got.n;
   for (size_t i = 0; repeat && i < got.n; i++) repeat = again.v[i].id == got.v[i].id;
   CHECK(repeat, "%s: a second search differs", what);
@@ -120,6 +122,7 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
   printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e\n", what, got.n,
          t, hits, worst);
   dec_free(&want), dec_free(&got), dec_free(&again);
+  gpu_transducer_search_free(s);
   gpu_transducer_free(g);
   model_free(&x);
   return hits;
@@ -146,13 +149,16 @@ static void aborts(void) {
   CHECK(calls == 3 && cpu.n <= 3 * TRANSDUCER_POLL_STEPS,
         "CPU search: %d abort checks, %zu tokens before stopping", calls, cpu.n);
   gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   calls = 0;
-  if (g) CHECK(gpu_transducer_greedy(g, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
+  if (s) CHECK(gpu_transducer_greedy(s, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
                "GPU search not aborted");
   CHECK(calls == 3, "GPU search: %d abort checks", calls);
   printf("abort: CPU stopped after %zu tokens, GPU after 3 chunks\n", cpu.n);
   dec_free(&cpu), dec_free(&gpu);
+  gpu_transducer_search_free(s);
   gpu_transducer_free(g);
   model_free(&x);
 }

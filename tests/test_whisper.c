@@ -284,8 +284,9 @@ static void check_bench_tokens(whisper *m, const gguf_file *ref, const char *mod
 static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
-  whisper *m = NULL;
-  if (f) CHECK_OK(whisper_load(test_device(), f, &m));
+  whisper *w = NULL, *m = NULL; /* the model, and a session of it that runs the stages */
+  if (f) CHECK_OK(whisper_load(test_device(), f, &w));
+  if (w) CHECK_OK(whisper_session_new(w, &m));
   size_t n = 0, nl = 0;
   float *pcm = m && ref ? speech(ref, &n) : NULL;
   if (pcm) {
@@ -310,7 +311,8 @@ static void model(const char *file) {
     }
   }
   free(pcm);
-  whisper_free(m);
+  whisper_session_free(m);
+  whisper_free(w);
   gguf_close(f);
   gguf_close(ref);
 }

@@ -184,14 +184,19 @@ static void same_model(const whisper *ref, whisper *m, whisper *g) {
         "suppress lists (%zu ids)", m->n_suppress);
   size_t W = (size_t)c->win_frames * c->mels, E = (size_t)c->n_audio_ctx * c->d;
   float *mel = test_random(W, 7), *e1 = test_floats(E), *e2 = test_floats(E);
-  CHECK_OK(whisper_encode(m, mel, e1));
-  CHECK_OK(whisper_encode(g, mel, e2));
+  whisper *sm = NULL, *sg = NULL; /* sessions of the two models run the stages */
+  CHECK_OK(whisper_session_new(m, &sm));
+  CHECK_OK(whisper_session_new(g, &sg));
+  if (!sm || !sg) return;
+  CHECK_OK(whisper_encode(sm, mel, e1));
+  CHECK_OK(whisper_encode(sg, mel, e2));
   check_close(".bin vs GGUF: encoder output", e1, e2, E, 1e-6f);
   int pre_g[3] = {g->c.sot, g->c.lang_id[2], g->c.transcribe}, pre_b[3];
   for (int i = 0; i < 3; i++) pre_b[i] = map_id(&ref->c, pre_g[i]);
   float *lb = test_floats(c->vocab), *lg = test_floats(g->c.vocab), *mapped = test_floats(g->c.vocab);
-  CHECK_OK(whisper_feed(m, pre_b, 3, 0, lb));
-  CHECK_OK(whisper_feed(g, pre_g, 3, 0, lg));
+  CHECK_OK(whisper_feed(sm, pre_b, 3, 0, lb));
+  CHECK_OK(whisper_feed(sg, pre_g, 3, 0, lg));
+  whisper_session_free(sm), whisper_session_free(sg);
   for (uint32_t i = 0; i < g->c.vocab; i++) mapped[i] = lb[map_id(&ref->c, (int)i)];
   check_close(".bin vs GGUF: logits at the standard ids", mapped, lg, g->c.vocab, 1e-6f);
   free(mel), free(e1), free(e2), free(lb), free(lg), free(mapped);

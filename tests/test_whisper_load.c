@@ -74,15 +74,17 @@ static void run_copy(const gguf_file *src, const change *c, const float *mel, co
                      float **enc, float **logits) {
   uint8_t *bytes;
   gguf_file *f = rewrite(src, c, &bytes);
-  whisper *m = NULL;
-  if (f) CHECK_OK(whisper_load(test_device(), f, &m));
+  whisper *w = NULL, *m = NULL; /* the model, and a session of it */
+  if (f) CHECK_OK(whisper_load(test_device(), f, &w));
+  if (w) CHECK_OK(whisper_session_new(w, &m));
   if (m) {
     *enc = test_floats((size_t)m->c.n_audio_ctx * m->c.d);
     *logits = test_floats(m->c.vocab);
     CHECK_OK(whisper_encode(m, mel, *enc));
     CHECK_OK(whisper_feed(m, prefix->v.i32, (uint32_t)prefix->n, 0, *logits));
   }
-  whisper_free(m);
+  whisper_session_free(m);
+  whisper_free(w);
   gguf_close(f);
   free(bytes);
 }

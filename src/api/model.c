@@ -71,6 +71,13 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
 
 void steno_model_free(steno_model *m) {
   if (!m) return;
+  int open = atomic_load(&m->sessions);
+  if (open) { /* freeing now would leave them pointing at freed weights */
+    log_error("steno_model_free: %d session%s of this model still open: free them first; the "
+              "model stays loaded", open, open == 1 ? "" : "s");
+    return;
+  }
+  steno_session_free(m->own);
   if (m->impl) m->fam->free(m->impl);
   gpu_close(m->dev);
   free(m);

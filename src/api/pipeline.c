@@ -38,8 +38,10 @@ static int check_finite(const float *pcm, size_t n, size_t offset) {
 /* Splits what `read` delivers into pieces and transcribes them in turn:
  * quiet ones are skipped, the others' results appended with their offset.
  * total_seconds (0: unknown) is for progress only. */
-static int transcribe_pieces(steno_model *m, split_read_fn read, void *user, double total_seconds,
-                             const steno_transcribe_params *p, steno_result **out) {
+static int transcribe_pieces(steno_session *session, split_read_fn read, void *user,
+                             double total_seconds, const steno_transcribe_params *p,
+                             steno_result **out) {
+  const steno_model *m = session->m;
   double seconds;
   TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
   splitter s;
@@ -57,7 +59,7 @@ static int transcribe_pieces(steno_model *m, split_read_fn read, void *user, dou
     if (st || !n) break;
     if (!(st = check_finite(pcm, n, offset)) && !quiet) {
       steno_result *r;
-      st = m->fam->transcribe(m->impl, pcm, n, p, &r);
+      st = m->fam->transcribe(session->impl, pcm, n, p, &r);
       if (!st) st = result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000)));
     }
     if (st) break;
@@ -95,19 +97,41 @@ static int stream_read(void *user, float *pcm, size_t max, size_t *got) {
   return steno_audio_read(user, pcm, max, got);
 }
 
+int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
+                             const steno_transcribe_params *params, steno_result **out) {
+  if (out) *out = NULL;
+  if (!s || !out || (!pcm && n))
+    return err_set(STENO_ERR_INVALID, "steno_session_transcribe: NULL argument");
+  *out = NULL;
+  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
+  memory_source src = {pcm, n, 0};
+  return transcribe_pieces(s, memory_read, &src, (double)n / SPLIT_RATE, &p, out);
+}
+
+int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
+                                   const steno_transcribe_params *params, steno_result **out) {
+  if (out) *out = NULL;
+  if (!s || !a || !out)
+    return err_set(STENO_ERR_INVALID, "steno_session_transcribe_audio: NULL argument");
+  *out = NULL;
+  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
+  return transcribe_pieces(s, stream_read, a, steno_audio_duration(a), &p, out);
+}
+
 int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                      const steno_transcribe_params *params, steno_result **out) {
   if (!m || !out || (!pcm && n)) return err_set(STENO_ERR_INVALID, "steno_transcribe: NULL argument");
   *out = NULL;
-  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
-  memory_source src = {pcm, n, 0};
-  return transcribe_pieces(m, memory_read, &src, (double)n / SPLIT_RATE, &p, out);
+  steno_session *s;
+  TRY(api_own_session(m, &s));
+  return steno_session_transcribe(s, pcm, n, params, out);
 }
 
 int steno_transcribe_audio(steno_model *m, steno_audio *a, const steno_transcribe_params *params,
                            steno_result **out) {
   if (!m || !a || !out) return err_set(STENO_ERR_INVALID, "steno_transcribe_audio: NULL argument");
   *out = NULL;
-  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
-  return transcribe_pieces(m, stream_read, a, steno_audio_duration(a), &p, out);
+  steno_session *s;
+  TRY(api_own_session(m, &s));
+  return steno_session_transcribe_audio(s, a, params, out);
 }

@@ -65,7 +65,12 @@ struct gpu_device {
   size_t pcache_loaded;         /* bytes read from it */
   bool pcache_made;             /* pipelines were made since */
   pthread_mutex_t scratch_lock;
+  pthread_mutex_t queue_lock;   /* Vulkan wants submissions to one queue serialized */
 };
+
+/* vkQueueSubmit under the queue's lock: recorders of different sessions (threads)
+ * and transfers share the device's one queue. */
+VkResult gpu_queue_submit(gpu_device *d, const VkSubmitInfo *si, VkFence fence);
 
 /* Runs the fast kernels' probes, and on a GPU times each one that passes
  * against its portable twin: the faster is chosen. */

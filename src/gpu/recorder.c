@@ -262,7 +262,7 @@ static int submit(gpu_rec *r) {
   VkResult vr = vkResetFences(dev, 1, &r->fence[r->sub]);
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                      .pCommandBuffers = &r->cb[r->sub]};
-  if (vr == VK_SUCCESS) vr = vkQueueSubmit(r->d->queue, 1, &si, r->fence[r->sub]);
+  if (vr == VK_SUCCESS) vr = gpu_queue_submit(r->d, &si, r->fence[r->sub]);
   return vr == VK_SUCCESS ? 0 : gpu_vk_error(vr, "vkQueueSubmit");
 }
 

@@ -67,7 +67,7 @@ static int buffer_make(gpu_device *d, size_t bytes, VkMemoryPropertyFlags flags,
     free(b);
     if (st == STENO_ERR_NOMEM)
       err_wrap(st, "allocating %.1f MiB of GPU memory (%.1f MiB in use): ",
-               (double)bytes / (1 << 20), (double)d->used / (1 << 20));
+               (double)bytes / (1 << 20), (double)gpu_memory_used(d) / (1 << 20));
     return st;
   }
   pthread_mutex_lock(&d->lock);
@@ -102,8 +102,23 @@ void gpu_buffer_free(gpu_buffer *b) {
 }
 
 size_t gpu_buffer_size(const gpu_buffer *b) { return b->size; }
-size_t gpu_memory_used(const gpu_device *d) { return d->used; }
-size_t gpu_memory_peak(const gpu_device *d) { return d->peak; }
+/* Read under the lock: sessions on other threads allocate while we read. */
+static size_t counter(const gpu_device *d, const size_t *c) {
+  pthread_mutex_t *lock = (pthread_mutex_t *)&d->lock; /* the lock is not part of the value */
+  pthread_mutex_lock(lock);
+  size_t v = *c;
+  pthread_mutex_unlock(lock);
+  return v;
+}
+size_t gpu_memory_used(const gpu_device *d) { return counter(d, &d->used); }
+size_t gpu_memory_peak(const gpu_device *d) { return counter(d, &d->peak); }
+
+VkResult gpu_queue_submit(gpu_device *d, const VkSubmitInfo *si, VkFence fence) {
+  pthread_mutex_lock(&d->queue_lock);
+  VkResult r = vkQueueSubmit(d->queue, 1, si, fence);
+  pthread_mutex_unlock(&d->queue_lock);
+  return r;
+}
 
 /* Starts a copy of `bytes` between `b` at `offset` and staging half `half`
  * (in either direction) without waiting; its fence signals the end. Called
@@ -138,7 +153,7 @@ static int staged_copy(gpu_device *d, gpu_buffer *b, size_t offset, size_t bytes
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                      .pCommandBuffers = &cb};
   if (r == VK_SUCCESS) r = vkResetFences(d->dev, 1, &d->xfer_fence[half]);
-  if (r == VK_SUCCESS) r = vkQueueSubmit(d->queue, 1, &si, d->xfer_fence[half]);
+  if (r == VK_SUCCESS) r = gpu_queue_submit(d, &si, d->xfer_fence[half]);
   if (r != VK_SUCCESS) return gpu_vk_error(r, "a buffer transfer");
   return 0;
 }
@@ -463,6 +478,7 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   pthread_mutex_init(&d->lock, NULL);
   pthread_mutex_init(&d->invalid_lock, NULL);
   pthread_mutex_init(&d->scratch_lock, NULL);
+  pthread_mutex_init(&d->queue_lock, NULL);
   st = gpu_instance(&d->inst);
   if (!st && gpu_validating()) st = messenger(d);
   if (!st) {
@@ -526,6 +542,7 @@ void gpu_close(gpu_device *d) {
   pthread_mutex_destroy(&d->lock);
   pthread_mutex_destroy(&d->invalid_lock);
   pthread_mutex_destroy(&d->scratch_lock);
+  pthread_mutex_destroy(&d->queue_lock);
   free(d);
 }
 

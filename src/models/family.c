@@ -9,16 +9,24 @@ static int parakeet_load_any(gpu_device *dev, const gguf_file *f, void **m) {
   return parakeet_load(dev, f, (parakeet **)m);
 }
 static void parakeet_free_any(void *m) { parakeet_free(m); }
-static int parakeet_transcribe_any(void *m, const float *pcm, size_t n,
+static int parakeet_session_new_any(void *m, void **s) {
+  return parakeet_session_new(m, (parakeet_session **)s);
+}
+static void parakeet_session_free_any(void *s) { parakeet_session_free(s); }
+static int parakeet_transcribe_any(void *s, const float *pcm, size_t n,
                                    const steno_transcribe_params *p, steno_result **out) {
   transducer_abort stop = {p->abort, p->abort_user};
-  return parakeet_transcribe(m, pcm, n, &stop, out);
+  return parakeet_transcribe(s, pcm, n, &stop, out);
 }
 
 static int whisper_load_any(gpu_device *dev, const gguf_file *f, void **m) {
   return whisper_load(dev, f, (whisper **)m);
 }
 static void whisper_free_any(void *m) { whisper_free(m); }
+static int whisper_session_new_any(void *m, void **s) {
+  return whisper_session_new(m, (whisper **)s);
+}
+static void whisper_session_free_any(void *s) { whisper_session_free(s); }
 static int whisper_transcribe_any(void *m, const float *pcm, size_t n,
                                   const steno_transcribe_params *p, steno_result **out) {
   return whisper_transcribe(m, pcm, n, p, out);
@@ -26,10 +34,12 @@ static int whisper_transcribe_any(void *m, const float *pcm, size_t n,
 
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
-    {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_transcribe_any, 0},
+    {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
+     parakeet_session_free_any, parakeet_transcribe_any, 0},
     /* Its own seek through 30 s windows handles any length; pieces of up to 5 min keep
      * transformers' long-form behaviour (one mel maximum over the piece) with bounded memory. */
-    {"whisper", whisper_load_any, whisper_free_any, whisper_transcribe_any, 300},
+    {"whisper", whisper_load_any, whisper_free_any, whisper_session_new_any,
+     whisper_session_free_any, whisper_transcribe_any, 300},
 };
 
 const family *family_find(const char *arch) {

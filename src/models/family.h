@@ -1,5 +1,8 @@
 /* A model family as the public API sees it: how to load it from a GGUF file,
- * run it on a piece of audio, and free it. One table row per architecture. */
+ * open sessions on it, run a session on a piece of audio, and free them. One
+ * table row per architecture. A model is read-only once loaded; a session holds
+ * what one transcription writes (recorder, activations, decoder state), so
+ * sessions of one model may run on different threads at once. */
 #ifndef STENO_MODELS_FAMILY_H
 #define STENO_MODELS_FAMILY_H
 
@@ -11,9 +14,11 @@ typedef struct {
   const char *arch; /* general.architecture */
   int (*load)(gpu_device *dev, const gguf_file *f, void **model);
   void (*free)(void *model);
+  int (*session_new)(void *model, void **session); /* the model must outlive it */
+  void (*session_free)(void *session);
   /* n samples of 16 kHz mono pcm (at most window seconds of it, when the
    * family has a window) → a result with times from the piece's start. */
-  int (*transcribe)(void *model, const float *pcm, size_t n, const steno_transcribe_params *p,
+  int (*transcribe)(void *session, const float *pcm, size_t n, const steno_transcribe_params *p,
                     steno_result **out);
   double window; /* longest piece the model takes in one call, seconds (0: any) */
 } family;

@@ -11,7 +11,10 @@
 #include "decode/transducer.h"
 #include "gpu/gpu.h"
 
+/* The weights (read-only once made: searches may share them) and one
+ * search's state and recorder (one per thread). */
 typedef struct gpu_transducer gpu_transducer;
+typedef struct gpu_transducer_search gpu_transducer_search;
 
 /* Uploads m's weights (f32); STENO_ERR_INVALID for a max_symbols that
  * transducer_greedy refuses. *out stays NULL where the shapes
@@ -20,10 +23,14 @@ typedef struct gpu_transducer gpu_transducer;
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);
 void gpu_transducer_free(gpu_transducer *g);
 
+/* A search's buffers for g's shapes; g must outlive it. */
+int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **out);
+void gpu_transducer_search_free(gpu_transducer_search *s);
+
 /* transducer_greedy over `t` frames of enc [t][stride] on the device: the
  * same tokens, frames and durations; confidences summed in f32. Polls stop
  * before each chunk of steps (at most 512: well under a second). */
-int gpu_transducer_greedy(gpu_transducer *g, gpu_buffer *enc, uint32_t t, uint32_t stride,
+int gpu_transducer_greedy(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t, uint32_t stride,
                           const transducer_abort *stop, dec_tokens *out);
 
 #endif

@@ -270,8 +270,6 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
     st = conformer_load(dev, f, &m->c.dims, (int)i, &m->blocks[i]);
   if (!st) st = head(m, f);
   if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
-  if (!st) st = gpu_rec_new(dev, &m->rec);
-  if (!st) gpu_rec_profile(m->rec, "parakeet");
   if (!st && m->c.head != HEAD_CTC) st = gpu_transducer_new(dev, &m->dec, &m->gdec);
   if (st) {
     parakeet_free(m);
@@ -281,17 +279,8 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   return 0;
 }
 
-static void arena_free(parakeet_arena *a) {
-  gpu_buffer *b[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
-  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
-  conformer_scratch_free(&a->enc);
-  memset(a, 0, sizeof *a);
-}
-
 void parakeet_free(parakeet *m) {
   if (!m) return;
-  arena_free(&m->arena);
-  gpu_rec_free(m->rec);
   gpu_transducer_free(m->gdec);
   for (uint32_t i = 0; m->blocks && i < m->c.layers; i++) conformer_free(&m->blocks[i]);
   free(m->blocks);

@@ -36,10 +36,10 @@ typedef struct {
   conformer_scratch enc;
 } parakeet_arena;
 
+/* The model: read-only after parakeet_load, shared by its sessions. */
 typedef struct {
   parakeet_config c;
   gpu_device *dev;
-  gpu_rec *rec;
   mel_frontend mel;
   parakeet_subsampling sub;
   conformer_block *blocks;
@@ -49,16 +49,30 @@ typedef struct {
   float *dec_weights[4 + 3 * TRANSDUCER_MAX_LAYERS];
   int durations[16];
   text_vocab vocab;
-  parakeet_arena arena;
 } parakeet;
+
+/* What one transcription writes: one session per thread. */
+typedef struct {
+  const parakeet *m;
+  gpu_rec *rec;
+  parakeet_arena arena;
+  gpu_transducer_search *search; /* NULL without m->gdec */
+} parakeet_session;
 
 int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out);
 void parakeet_free(parakeet *m);
 
+/* A session of m (parakeet/session.c); m must outlive it. */
+int parakeet_session_new(const parakeet *m, parakeet_session **out);
+void parakeet_session_free(parakeet_session *s);
+
+/* Frees an arena's buffers and zeroes it. */
+void parakeet_arena_free(parakeet_arena *a);
+
 /* The stages, for tests and benchmarks. */
 
 /* Log-mel features [frames][mels] (malloc'd) and the count of valid frames. */
-int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
+int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
                       size_t *valid);
 
 /* Encoder frames after subsampling `valid` mel frames. */
@@ -68,19 +82,19 @@ uint32_t parakeet_encoder_frames(uint32_t valid);
  * the encoder output [t][d], head (if not NULL) the head's output [t][head
  * width] (both malloc'd; the head's stays on the GPU too, for
  * parakeet_decode_gpu); *t the encoder frames. */
-int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
+int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t);
 
 /* Greedy decoding of the head's output. */
-int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out);
+int parakeet_decode(const parakeet *m, const float *head, uint32_t t, dec_tokens *out);
 
 /* Greedy transducer decoding on the GPU of the last parakeet_forward's head
- * (the same search; STENO_ERR_INVALID without m->gdec). */
-int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out);
+ * (the same search; STENO_ERR_INVALID without a GPU decoder). */
+int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out);
 
 /* All of it: 16 kHz mono pcm → a result; stop (may be NULL) is polled after
  * the encoder and during the search (STENO_ERR_ABORTED). */
-int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, const transducer_abort *stop,
+int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n, const transducer_abort *stop,
                         steno_result **out);
 
 #endif

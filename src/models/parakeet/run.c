@@ -16,7 +16,7 @@ uint32_t parakeet_encoder_frames(uint32_t valid) {
   return gpu_halve(gpu_halve(gpu_halve(valid)));
 }
 
-int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
+int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
                       size_t *valid) {
   *mel = NULL;
   *frames = mel_frames(&m->mel, n);
@@ -33,13 +33,11 @@ int parakeet_features(parakeet *m, const float *pcm, size_t n, float **mel, size
 }
 
 /* Grows the arena to hold `frames` mel frames (the warm path allocates nothing). */
-static int arena_fit(parakeet *m, uint32_t frames) {
-  parakeet_arena *a = &m->arena;
+static int arena_fit(parakeet_session *s, uint32_t frames) {
+  parakeet_arena *a = &s->arena;
   if (frames <= a->frames) return 0;
-  gpu_buffer *old[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
-  for (size_t i = 0; i < sizeof old / sizeof *old; i++) gpu_buffer_free(old[i]);
-  conformer_scratch_free(&a->enc);
-  memset(a, 0, sizeof *a);
+  parakeet_arena_free(a);
+  const parakeet *m = s->m;
   size_t F = m->c.mels, C = m->c.channels, Cp = pad64(m->c.channels);
   size_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
   size_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), f = sizeof(float);
@@ -53,9 +51,7 @@ static int arena_fit(parakeet *m, uint32_t frames) {
   if (!st) st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->head) * f, &a->head);
   if (!st) st = conformer_scratch_new(dev, &m->c.dims, (uint32_t)T8, &a->enc);
   if (st) {
-    gpu_buffer *made[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
-    for (size_t i = 0; i < sizeof made / sizeof *made; i++) gpu_buffer_free(made[i]);
-    memset(a, 0, sizeof *a);
+    parakeet_arena_free(a);
     return st;
   }
   a->frames = frames;
@@ -63,10 +59,11 @@ static int arena_fit(parakeet *m, uint32_t frames) {
 }
 
 /* Records the subsampling: mel [tm][F] → x [t][stride]. */
-static void record_subsampling(parakeet *m, uint32_t tm) {
+static void record_subsampling(parakeet_session *ss, uint32_t tm) {
+  const parakeet *m = ss->m;
   const parakeet_subsampling *s = &m->sub;
-  parakeet_arena *a = &m->arena;
-  gpu_rec *rec = m->rec;
+  parakeet_arena *a = &ss->arena;
+  gpu_rec *rec = ss->rec;
   uint32_t F = m->c.mels, C = m->c.channels, Cp = pad64(C);
   uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
   uint32_t T4 = gpu_halve(gpu_halve(tm)), T8 = gpu_halve(T4);
@@ -82,24 +79,25 @@ static void record_subsampling(parakeet *m, uint32_t tm) {
     gpu_gemm(rec, a->flat, &s->out, a->enc.x, T8, GPU_EPI_BIAS, 0);
 }
 
-int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc, float **head,
+int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t_out) {
   if (enc) *enc = NULL;
   if (head) *head = NULL;
   *t_out = 0;
   if (valid < 2) return err_set(STENO_ERR_INVALID, "parakeet: %u mel frames is too few", valid);
-  TRY(arena_fit(m, valid));
-  parakeet_arena *a = &m->arena;
+  const parakeet *m = s->m;
+  TRY(arena_fit(s, valid));
+  parakeet_arena *a = &s->arena;
   uint32_t t = parakeet_encoder_frames(valid), d = m->c.dims.d;
   TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
   TRY(conformer_positions(&m->c.dims, t, &a->enc));
-  TRY(gpu_rec_begin(m->rec));
-  record_subsampling(m, valid);
+  TRY(gpu_rec_begin(s->rec));
+  record_subsampling(s, valid);
   for (uint32_t i = 0; i < m->c.layers; i++)
-    conformer_forward(m->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
+    conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
-  gpu_gemm_strided(m->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
-  TRY(gpu_rec_run(m->rec));
+  gpu_gemm_strided(s->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
+  TRY(gpu_rec_run(s->rec));
 
   float *h = NULL, *e = NULL;
   int st = 0;
@@ -125,34 +123,41 @@ int parakeet_forward(parakeet *m, const float *mel, uint32_t valid, float **enc,
   return 0;
 }
 
-/* Greedy decoding of the head's output: on the host from head, or (gpu) on
- * the device from the arena's copy; stop is polled during a transducer search. */
-static int decode(parakeet *m, const float *head, uint32_t t, bool gpu, const transducer_abort *stop,
-                  dec_tokens *out) {
+/* Greedy decoding of the head's output on the host; stop is polled during a
+ * transducer search. */
+static int decode_host(const parakeet *m, const float *head, uint32_t t,
+                       const transducer_abort *stop, dec_tokens *out) {
   uint32_t width = gpu_linear_width(&m->head);
-  if (gpu && !m->gdec) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
-  if (gpu) return gpu_transducer_greedy(m->gdec, m->arena.head, t, width, stop, out);
   if (m->c.head == HEAD_CTC) return ctc_greedy(head, (int)t, (int)m->c.classes, (int)width, out);
   return transducer_greedy(&m->dec, head, (int)t, (int)width, stop, out);
 }
 
-int parakeet_decode(parakeet *m, const float *head, uint32_t t, dec_tokens *out) {
-  return decode(m, head, t, false, NULL, out);
+/* The same search on the device, from the arena's copy of the head. */
+static int decode_gpu(parakeet_session *s, uint32_t t, const transducer_abort *stop,
+                      dec_tokens *out) {
+  if (!s->search) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
+  uint32_t width = gpu_linear_width(&s->m->head);
+  return gpu_transducer_greedy(s->search, s->arena.head, t, width, stop, out);
 }
 
-int parakeet_decode_gpu(parakeet *m, uint32_t t, dec_tokens *out) {
-  return decode(m, NULL, t, true, NULL, out);
+int parakeet_decode(const parakeet *m, const float *head, uint32_t t, dec_tokens *out) {
+  return decode_host(m, head, t, NULL, out);
+}
+
+int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out) {
+  return decode_gpu(s, t, NULL, out);
 }
 
 /* Transducers decode on the GPU unless STENO_DECODER=cpu. */
-static bool decode_on_gpu(const parakeet *m) {
+static bool decode_on_gpu(const parakeet_session *s) {
   const char *e = getenv("STENO_DECODER");
-  return m->gdec && !(e && !strcmp(e, "cpu"));
+  return s->search && !(e && !strcmp(e, "cpu"));
 }
 
-int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, const transducer_abort *stop,
-                        steno_result **out) {
+int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n,
+                        const transducer_abort *stop, steno_result **out) {
   *out = NULL;
+  const parakeet *m = s->m;
   double seconds = (double)n / m->mel.c.sample_rate;
   /* Too short for two mel frames: no speech to find. */
   if (n / (size_t)m->mel.c.hop < 2) return result_empty(seconds, out);
@@ -162,14 +167,15 @@ int parakeet_transcribe(parakeet *m, const float *pcm, size_t n, const transduce
   double t0 = time_now();
   TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
   double t1 = time_now();
-  bool gpu = decode_on_gpu(m);
+  bool gpu = decode_on_gpu(s);
   head = NULL;
-  int st = parakeet_forward(m, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
+  int st = parakeet_forward(s, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
   free(mel);
   if (st) return st;
   double t2 = time_now();
   dec_tokens toks = {0};
-  if (!(st = transducer_check_abort(stop))) st = decode(m, head, t, gpu, stop, &toks);
+  if (!(st = transducer_check_abort(stop)))
+    st = gpu ? decode_gpu(s, t, stop, &toks) : decode_host(m, head, t, stop, &toks);
   free(head);
   double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);

@@ -324,8 +324,6 @@ static int decoder(whisper *m, const gguf_file *f) {
     TRY(linear(m, f, key, c->dec_ff, c->d, true, &b->fc1));
     snprintf(key, sizeof key, "%s.ffn.fc2", p);
     TRY(linear(m, f, key, c->d, c->dec_ff, true, &b->fc2));
-    TRY(gpu_buffer_new(m->dev, (size_t)c->n_text_ctx * c->d * 4, &b->self_cache));
-    TRY(gpu_buffer_new(m->dev, (size_t)c->n_audio_ctx * c->d * 4, &b->cross_cache));
   }
   return w_norm(m->dev, f, "dec.final_norm", c->d, LN_EPS, &m->dec_ln);
 }
@@ -343,7 +341,8 @@ static int positions(whisper *m, const gguf_file *f) {
   return m->a.pos ? 0 : STENO_ERR_NOMEM;
 }
 
-/* Activations for one window and one token (sized once: the warm path allocates nothing). */
+/* A session's activations for one window and one token and its KV caches
+ * (sized once: the warm path allocates nothing). */
 static int arena(whisper *m) {
   const whisper_config *c = &m->c;
   whisper_arena *a = &m->a;
@@ -381,6 +380,10 @@ static int arena(whisper *m) {
               {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(dev, (bufs[i].floats ? bufs[i].floats : 1) * f, bufs[i].b));
+  for (uint32_t i = 0; i < c->dec_layers; i++) {
+    TRY(gpu_buffer_new(dev, (size_t)c->n_text_ctx * c->d * 4, &m->dec[i].self_cache));
+    TRY(gpu_buffer_new(dev, (size_t)c->n_audio_ctx * c->d * 4, &m->dec[i].cross_cache));
+  }
   a->host_logits = mem_alloc(c->vocab, sizeof *a->host_logits);
   return a->host_logits ? 0 : STENO_ERR_NOMEM;
 }
@@ -397,9 +400,6 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   if (!st) st = encoder(m, f);
   if (!st) st = decoder(m, f);
   if (!st) st = positions(m, f);
-  if (!st) st = arena(m);
-  if (!st) st = gpu_rec_new(dev, &m->rec);
-  if (!st) gpu_rec_profile(m->rec, "whisper");
   if (st) {
     whisper_free(m);
     return st;
@@ -408,16 +408,49 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   return 0;
 }
 
-void whisper_free(whisper *m) {
-  if (!m) return;
-  whisper_arena *a = &m->a;
+void whisper_session_free(whisper *s) {
+  if (!s) return;
+  whisper_arena *a = &s->a;
   gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
                         a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
                         a->datt, a->dff, a->logits, a->att_scratch};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
-  free(a->pos);
   free(a->host_logits);
-  gpu_rec_free(m->rec);
+  gpu_rec_free(s->rec);
+  for (uint32_t i = 0; s->dec && i < s->c.dec_layers; i++)
+    gpu_buffer_free(s->dec[i].self_cache), gpu_buffer_free(s->dec[i].cross_cache);
+  free(s->dec);
+  free(s);
+}
+
+int whisper_session_new(const whisper *m, whisper **out) {
+  *out = NULL;
+  whisper *s = mem_alloc(1, sizeof *s);
+  if (!s) return STENO_ERR_NOMEM;
+  *s = *m; /* the weights' handles, shared */
+  s->model = m;
+  s->a = (whisper_arena){.pos = m->a.pos};
+  s->dec = mem_alloc(m->c.dec_layers, sizeof *s->dec); /* blocks with caches of its own */
+  int st = s->dec ? 0 : STENO_ERR_NOMEM;
+  if (!st) memcpy(s->dec, m->dec, m->c.dec_layers * sizeof *s->dec);
+  if (!st) st = arena(s);
+  if (!st) st = gpu_rec_new(s->dev, &s->rec);
+  if (st) {
+    whisper_session_free(s);
+    return st;
+  }
+  gpu_rec_profile(s->rec, "whisper");
+  *out = s;
+  return 0;
+}
+
+void whisper_free(whisper *m) {
+  if (!m) return;
+  if (m->model) {
+    whisper_session_free(m);
+    return;
+  }
+  free(m->a.pos);
   for (uint32_t i = 0; m->enc && i < m->c.enc_layers; i++) {
     whisper_enc_block *b = &m->enc[i];
     w_norm_free(&b->ln_attn), w_norm_free(&b->ln_ffn);
@@ -430,7 +463,6 @@ void whisper_free(whisper *m) {
     gpu_linear *l[] = {&b->self_qkv, &b->self_out, &b->cross_q, &b->cross_kv, &b->cross_out,
                        &b->fc1, &b->fc2};
     for (size_t k = 0; k < 7; k++) gpu_linear_free(l[k]);
-    gpu_buffer_free(b->self_cache), gpu_buffer_free(b->cross_cache);
   }
   free(m->enc);
   free(m->dec);

@@ -39,11 +39,12 @@ typedef struct {
 typedef struct {
   gpu_norm ln_self, ln_cross, ln_ffn;
   gpu_linear self_qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
-  gpu_buffer *self_cache;  /* [n_text_ctx][d] words: f16 K then V of every head */
-  gpu_buffer *cross_cache; /* [n_audio_ctx][d] words, written once per window */
+  gpu_buffer *self_cache;  /* [n_text_ctx][d] words: f16 K then V of every head (sessions) */
+  gpu_buffer *cross_cache; /* [n_audio_ctx][d] words, written once per window (sessions) */
 } whisper_dec_block;
 
-/* Activations, allocated at load for one window and one token. */
+/* Activations for one window and one token, allocated per session (pos: the
+ * model's, shared). */
 typedef struct {
   gpu_buffer *mel, *col0, *h0, *col1, *x, *h, *wide, *o, *enc, *scores, *kv;
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
@@ -51,10 +52,14 @@ typedef struct {
   float *host_logits; /* [vocab] */
 } whisper_arena;
 
+/* A model, or a session of one: a copy of the model's struct that shares its
+ * weights, tokenizer and tables (read-only) and owns its recorder, activations
+ * and KV caches. The stages below run on a session. */
 typedef struct whisper {
   whisper_config c;
   gpu_device *dev;
-  gpu_rec *rec;
+  const struct whisper *model; /* a session's model; NULL in a model */
+  gpu_rec *rec;                /* sessions only */
   wmel mel;
   gpu_linear conv0, conv1;
   whisper_enc_block *enc;
@@ -71,7 +76,12 @@ typedef struct whisper {
 } whisper;
 
 int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out);
+/* Frees a model (or, given a session, the session). */
 void whisper_free(whisper *m);
+
+/* A session of m, which must outlive it; one per thread. */
+int whisper_session_new(const whisper *m, whisper **out);
+void whisper_session_free(whisper *s);
 
 /* ---- the stages, for tests and benchmarks ---- */
 

@@ -1,0 +1,39 @@
+/* Parakeet's sessions: the recorder, the activation arena and the GPU search's
+ * state of one transcription at a time, beside the shared read-only model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "models/parakeet/parakeet.h"
+
+void parakeet_arena_free(parakeet_arena *a) {
+  gpu_buffer *b[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  conformer_scratch_free(&a->enc);
+  memset(a, 0, sizeof *a);
+}
+
+void parakeet_session_free(parakeet_session *s) {
+  if (!s) return;
+  parakeet_arena_free(&s->arena);
+  gpu_transducer_search_free(s->search);
+  gpu_rec_free(s->rec);
+  free(s);
+}
+
+int parakeet_session_new(const parakeet *m, parakeet_session **out) {
+  *out = NULL;
+  parakeet_session *s = mem_alloc(1, sizeof *s);
+  if (!s) return STENO_ERR_NOMEM;
+  s->m = m;
+  int st = gpu_rec_new(m->dev, &s->rec);
+  if (!st) gpu_rec_profile(s->rec, "parakeet");
+  if (!st && m->gdec) st = gpu_transducer_search_new(m->gdec, &s->search);
+  if (st) {
+    parakeet_session_free(s);
+    return st;
+  }
+  *out = s;
+  return 0;
+}
