@@ -99,7 +99,9 @@ typedef struct {
   float p;           /* the lowest confidence of its tokens */
 } steno_word;
 
-/* A stretch of text with its time (a sentence, or a model's segment). */
+/* A stretch of text with its time: a model's segment (Whisper), or a sentence
+ * (Parakeet: ended by . ? ! or their fullwidth forms, or by a pause of 0.8 s or
+ * more between words, and split at its largest pause when over 30 s). */
 typedef struct {
   const char *text;
   int64_t start_ms, end_ms;

@@ -123,6 +123,63 @@ static void printable(void) {
   vocab_free(&v);
 }
 
+/* Segments of words "w0 w1 ..." (one token each, 80 ms frames): word i at frame
+ * at[i], 3 frames long; `dot` ends word d with a full stop. */
+static steno_result *words_at(const int *at, int n, int dot) {
+  text_vocab v;
+  CHECK_OK(vocab_init(&v, 2));
+  CHECK_OK(vocab_set(&v, 0, "\xe2\x96\x81w", 4, TOK_NORMAL));
+  CHECK_OK(vocab_set(&v, 1, "\xe2\x96\x81w.", 5, TOK_NORMAL));
+  dec_tokens t = {0};
+  for (int i = 0; i < n; i++) CHECK_OK(dec_push(&t, (dec_token){i == dot, at[i], 3, 1}));
+  steno_result *r = NULL;
+  CHECK_OK(result_from_tokens(&v, &t, 80.0, 0, at[n - 1] * 0.08 + 1, &r));
+  dec_free(&t);
+  vocab_free(&v);
+  return r;
+}
+
+/* Segments cover the words in order, each within SEGMENT_MAX_MS (30 s). */
+static void check_segments(const steno_result *r, const char *what) {
+  size_t words = 0;
+  for (size_t i = 0; i < steno_result_segment_count(r); i++) {
+    steno_segment g = steno_result_segment(r, i);
+    CHECK(g.end_ms - g.start_ms <= 30000, "%s: segment %zu spans %lld ms", what, i,
+          (long long)(g.end_ms - g.start_ms));
+    for (const char *p = g.text; *p; p++) words += *p == 'w';
+  }
+  CHECK(words == steno_result_word_count(r), "%s: %zu words in segments of %zu", what, words,
+        steno_result_word_count(r));
+}
+
+static void segments(void) {
+  enum { N = 280 };
+  int at[N];
+  /* 70 s of words 0.25 s apart (no pause, no punctuation): 3 or 4 segments of ≤ 30 s. */
+  for (int i = 0; i < N; i++) at[i] = i * 25 / 8;
+  steno_result *r = words_at(at, N, -1);
+  check_segments(r, "70 s without a pause");
+  CHECK(steno_result_segment_count(r) >= 3 && steno_result_segment_count(r) <= 4, "%zu segments",
+        steno_result_segment_count(r));
+  steno_result_free(r);
+  /* The same with one longer gap (0.5 s, under the pause) at 40 s: the cut is there. */
+  for (int i = 160; i < N; i++) at[i] += 3;
+  r = words_at(at, N, -1);
+  check_segments(r, "70 s, a gap at 40 s");
+  CHECK(steno_result_segment_count(r) >= 3 && steno_result_segment(r, 1).end_ms == at[159] * 80 + 240,
+        "segment 1 ends at the gap: %lld", (long long)steno_result_segment(r, 1).end_ms);
+  steno_result_free(r);
+  /* A full stop ends a segment; so does a pause of 0.8 s; not one of 0.64 s. */
+  int few[] = {0, 5, 10, 15, 28, 33, 44};
+  r = words_at(few, 7, 1);
+  check_segments(r, "a sentence and a pause");
+  steno_segment g0 = steno_result_segment(r, 0), g1 = steno_result_segment(r, 1), g2 = steno_result_segment(r, 2);
+  CHECK(steno_result_segment_count(r) == 3 && !strcmp(g0.text, "w w.") && !strcmp(g1.text, "w w") &&
+            !strcmp(g2.text, "w w w") && g1.start_ms == 800 && g2.start_ms == 28 * 80,
+        "%zu segments: '%s' '%s' '%s'", steno_result_segment_count(r), g0.text, g1.text, g2.text);
+  steno_result_free(r);
+}
+
 /* The CTC fixture's vocabulary with every ordinary piece one of `hostile`. */
 static bool hostile_tokens(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   (void)ctx;
@@ -155,6 +212,7 @@ int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "--write-vocab")) return write_vocab(argv[2], argv[3]);
   ctc();
   text();
+  segments();
   printable();
   return check_done();
 }

@@ -1,6 +1,7 @@
 #include "text/result.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,69 @@ static char *span_text(const text_vocab *v, const int *ids, size_t a, size_t b) 
   return raw;
 }
 
+/* Segments are sentences: one ends after a word that ends in sentence-final
+ * punctuation, before a pause of SEGMENT_PAUSE_MS or more between words (speech
+ * without punctuation), and none spans more than SEGMENT_MAX_MS (split at its
+ * largest pause): a length that reads as a subtitle or a search hit, where the
+ * pieces transcribed at once (60 s for Parakeet) would not. */
+enum { SEGMENT_PAUSE_MS = 800, SEGMENT_MAX_MS = 30000 };
+
+/* . ? ! … and the fullwidth 。？！ */
+static bool ends_sentence(const char *word) {
+  static const char *const marks[] = {".", "?", "!", "\xe2\x80\xa6", "\xe3\x80\x82", "\xef\xbc\x9f",
+                                      "\xef\xbc\x81"};
+  size_t n = strlen(word);
+  for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
+    size_t m = strlen(marks[i]);
+    if (n >= m && !memcmp(word + n - m, marks[i], m)) return true;
+  }
+  return false;
+}
+
+/* The split of words [a, b) (b − a ≥ 2) that ends up in the largest pause, the
+ * one nearest the middle among equals. */
+static size_t largest_pause(const steno_word *w, size_t a, size_t b) {
+  int64_t mid = (w[a].start_ms + w[b - 1].end_ms) / 2, best = -1, near = 0;
+  size_t cut = a + 1;
+  for (size_t i = a + 1; i < b; i++) {
+    int64_t gap = w[i].start_ms - w[i - 1].end_ms, d = w[i].start_ms > mid ? w[i].start_ms - mid : mid - w[i].start_ms;
+    if (gap > best || (gap == best && d < near)) best = gap, near = d, cut = i;
+  }
+  return cut;
+}
+
+/* A segment over words [a, b) of r (their tokens from first[a] to first[b]),
+ * in several when it spans over SEGMENT_MAX_MS. Empty text adds none. */
+static int add_segment(steno_result *r, const text_vocab *v, const int *ids, const size_t *first, size_t a,
+                       size_t b) {
+  const steno_word *w = r->words;
+  if (b - a > 1 && w[b - 1].end_ms - w[a].start_ms > SEGMENT_MAX_MS) {
+    size_t cut = largest_pause(w, a, b);
+    TRY(add_segment(r, v, ids, first, a, cut));
+    return add_segment(r, v, ids, first, cut, b);
+  }
+  char *text = span_text(v, ids, first[a], first[b]);
+  if (!text) return STENO_ERR_NOMEM;
+  if (!text[0]) free(text);
+  else r->segments[r->nsegments++] = (steno_segment){text, w[a].start_ms, w[b - 1].end_ms};
+  return 0;
+}
+
+static int sentences(steno_result *r, const text_vocab *v, const int *ids, const size_t *first) {
+  size_t start = 0, n = r->nwords;
+  for (size_t i = 0; i < n; i++) {
+    if (i > start && r->words[i].start_ms - r->words[i - 1].end_ms >= SEGMENT_PAUSE_MS) {
+      TRY(add_segment(r, v, ids, first, start, i));
+      start = i;
+    }
+    if (ends_sentence(r->words[i].text)) {
+      TRY(add_segment(r, v, ids, first, start, i + 1));
+      start = i + 1;
+    }
+  }
+  return start < n ? add_segment(r, v, ids, first, start, n) : 0;
+}
+
 int result_empty(double duration, steno_result **out) {
   steno_result *r = mem_alloc(1, sizeof *r);
   if (!r || !(r->text = mem_strdup(""))) {
@@ -62,9 +126,11 @@ int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_pe
   TRY(result_empty(duration, &r));
   size_t n = 0;
   int *ids = mem_alloc(toks->n + 1, sizeof *ids);
+  size_t *first = mem_alloc(toks->n + 1, sizeof *first); /* each word's first token */
   r->tokens = mem_alloc(toks->n + 1, sizeof *r->tokens);
   r->words = mem_alloc(toks->n + 1, sizeof *r->words);
-  int st = ids && r->tokens && r->words ? 0 : STENO_ERR_NOMEM;
+  r->segments = mem_alloc(toks->n + 1, sizeof *r->segments);
+  int st = ids && first && r->tokens && r->words && r->segments ? 0 : STENO_ERR_NOMEM;
   for (size_t i = 0; !st && i < toks->n; i++) {
     const dec_token *d = &toks->v[i];
     if (vocab_hidden(v, d->id)) continue;
@@ -81,6 +147,8 @@ int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_pe
   for (size_t a = 0; !st && a < n;) {
     size_t b = a + 1;
     while (b < n && !vocab_starts_word(v, ids[b])) b++;
+    first[r->nwords] = a;
+    first[r->nwords + 1] = b;
     steno_word *w = &r->words[r->nwords++];
     w->start_ms = r->tokens[a].start_ms;
     w->end_ms = r->tokens[b - 1].end_ms;
@@ -94,18 +162,9 @@ int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_pe
     r->text = span_text(v, ids, 0, n);
     if (!r->text) st = STENO_ERR_NOMEM;
   }
-  if (!st && n && r->text[0]) {
-    r->segments = mem_alloc(1, sizeof *r->segments);
-    char *seg = mem_strdup(r->text);
-    if (!r->segments || !seg) {
-      free(seg);
-      st = STENO_ERR_NOMEM;
-    } else {
-      r->segments[0] = (steno_segment){seg, r->tokens[0].start_ms, r->tokens[n - 1].end_ms};
-      r->nsegments = 1;
-    }
-  }
+  if (!st) st = sentences(r, v, ids, first);
   free(ids);
+  free(first);
   if (st) {
     steno_result_free(r);
     return st;

@@ -20,8 +20,8 @@ struct steno_result {
 };
 
 /* A result from tokens whose frames are `ms_per_frame` long, the first frame
- * at `offset_ms`: hidden tokens dropped, words begun at "▁" pieces, one
- * segment over the whole. */
+ * at `offset_ms`: hidden tokens dropped, words begun at "▁" pieces, segments
+ * that are sentences (≤ 30 s; see result.c). */
 int result_from_tokens(const text_vocab *v, const dec_tokens *toks, double ms_per_frame,
                        double offset_ms, double duration, steno_result **out);
 
