@@ -176,7 +176,7 @@ static void segments(void) {
   steno_segment g0 = steno_result_segment(r, 0), g1 = steno_result_segment(r, 1), g2 = steno_result_segment(r, 2);
   CHECK(steno_result_segment_count(r) == 3 && !strcmp(g0.text, "w w.") && !strcmp(g1.text, "w w") &&
             !strcmp(g2.text, "w w w") && g1.start_ms == 800 && g2.start_ms == 28 * 80,
-        "%zu segments: '%s' '%s' '%s'", steno_result_segment_count(r), g0.text, g1.text, g2.text);
+        "%zu segments", steno_result_segment_count(r));
   steno_result_free(r);
 }
 
