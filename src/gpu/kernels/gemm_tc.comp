@@ -21,11 +21,15 @@
 // 8 rows one 128-bit matrix-load phase reads fall in distinct banks). At the
 // end the accumulators leave through the same shared memory, TN side by side
 // per subgroup, so a subgroup writes rows of 16·TN consecutive outputs.
+// Every loop over tiles and loads is [[unroll]]: their bounds are
+// specialization constants, and without the hint NVIDIA's compiler kept them
+// as loops (the H200 ran 34.5 instead of 124 TFLOP/s at 4096³; docs/perf.md).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x_id = 5) in;
@@ -61,14 +65,14 @@ uvec4 rb[BL];    // the next step's W
 // Global → registers: the step at k0. Chunk e is row e / 4, k0 + 8·(e % 4).
 void fetch(uint row0, uint col0, uint k0, uint kend) {
   uint tid = gl_LocalInvocationID.x;
-  for (uint i = 0; i < AL; i++) {
+  [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS, row = row0 + e / 4, kk = k0 + 8 * (e % 4);
     bool in_a = row < p.m && kk < kend;
     uint at = in_a ? (row * p.lda + kk) / 4 : 0;
     ra[2 * i] = in_a ? a4[at] : vec4(0.0);
     ra[2 * i + 1] = in_a ? a4[at + 1] : vec4(0.0);
   }
-  for (uint i = 0; i < BL; i++) {
+  [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS, row = col0 + e / 4, kk = k0 + 8 * (e % 4);
     rb[i] = row < p.n && kk < kend ? w8[(row * p.wk + kk) / 8] : uvec4(0);
   }
@@ -79,13 +83,13 @@ uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
 // Registers → shared stage s.
 void stage(uint s) {
   uint tid = gl_LocalInvocationID.x;
-  for (uint i = 0; i < AL; i++) {
+  [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS;
     vec4 x = ra[2 * i], y = ra[2 * i + 1];
     sm[s * STAGE + (e / 4) * ROW + e % 4] =
         uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw));
   }
-  for (uint i = 0; i < BL; i++) {
+  [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS;
     sm[s * STAGE + (BM + e / 4) * ROW + e % 4] = rb[i];
   }
@@ -104,7 +108,7 @@ void main() {
     return;
   }
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN];
-  for (uint i = 0; i < TM * TN; i++) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   uint kbeg = p.splits > 1 ? gl_WorkGroupID.z * p.kc : 0;
   uint kend = p.splits > 1 ? min(kbeg + p.kc, p.k) : p.k;
@@ -115,14 +119,14 @@ void main() {
   for (uint k0 = kbeg; k0 < kend; k0 += BK) {
     bool more = k0 + BK < kend;
     if (more) fetch(row0, col0, k0 + BK, kend);
-    for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
+    [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TM], fb[TN];
-      for (uint i = 0; i < TM; i++)
+      [[unroll]] for (uint i = 0; i < TM; i++)
         coopMatLoadNV(fa[i], sm, s * STAGE + (wr + 16 * i) * ROW + kk, ROW, false);
-      for (uint j = 0; j < TN; j++)
+      [[unroll]] for (uint j = 0; j < TN; j++)
         coopMatLoadNV(fb[j], sm, s * STAGE + (BM + wc + 16 * j) * ROW + kk, ROW, true);
-      for (uint i = 0; i < TM; i++)
-        for (uint j = 0; j < TN; j++) acc[i * TN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * TN + j]);
+      [[unroll]] for (uint i = 0; i < TM; i++)
+        [[unroll]] for (uint j = 0; j < TN; j++) acc[i * TN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * TN + j]);
     }
     if (more) stage(s ^ 1);
     barrier();
@@ -131,8 +135,8 @@ void main() {
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
   uint width = p.n + p.dual, base = sg * 64 * TN;
-  for (uint i = 0; i < TM; i++) {
-    for (uint j = 0; j < TN; j++) coopMatStoreNV(acc[i * TN + j], sm, base + 4 * j, 4 * TN, false);
+  [[unroll]] for (uint i = 0; i < TM; i++) {
+    [[unroll]] for (uint j = 0; j < TN; j++) coopMatStoreNV(acc[i * TN + j], sm, base + 4 * j, 4 * TN, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint e = lane; e < 256 * TN; e += 32) {
