@@ -201,6 +201,10 @@ typedef struct {
   void *abort_user;
   double piece_seconds;       /* longest piece transcribed at once (≥ 5 s, ≤ the model's
                                  window); 0: the model's window (Parakeet: 60 s) */
+  /* Called with each segment once it is final, in order, times from the start of
+   * the audio: the result's segments, as each piece is done; seg lives during the call. */
+  void (*segment)(const steno_segment *seg, void *user);
+  void *segment_user;
 } steno_transcribe_params;
 
 STENO_API steno_transcribe_params steno_transcribe_default_params(void);
@@ -222,6 +226,12 @@ typedef struct steno_session steno_session;
 STENO_API int steno_session_new(steno_model *m, steno_session **out);
 /* Frees a session (NULL: nothing); before its model. */
 STENO_API void steno_session_free(steno_session *s);
+/* Transcribes count clips (pcm[i]: n[i] samples, as steno_transcribe) into out[0..count):
+ * the signature a batched GPU pass will implement; today the clips run one after
+ * another in session s. On failure no result is left allocated (out[] all NULL). */
+STENO_API int steno_transcribe_batch(steno_session *s, const float *const *pcm, const size_t *n,
+                                     size_t count, const steno_transcribe_params *params,
+                                     steno_result **out);
 /* steno_transcribe through session s (STENO_ERR_INVALID for a NULL session). */
 STENO_API int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
                                        const steno_transcribe_params *params, steno_result **out);

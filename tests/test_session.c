@@ -4,6 +4,7 @@
  * the model's own session (steno_transcribe) agrees too. A model outlives its
  * sessions: steno_model_free refuses while one is open, and NULL handles are
  * STENO_ERR_INVALID. */
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -99,6 +100,64 @@ static void concurrent(steno_model *m, const char *name, steno_result *const *wa
          ROUNDS, THREADS, differ);
 }
 
+/* The segments the callback saw. */
+typedef struct {
+  steno_segment seg[64];
+  char *text[64];
+  size_t n;
+} seen;
+
+static void on_segment(const steno_segment *s, void *user) {
+  seen *v = user;
+  if (v->n < 64) v->seg[v->n] = *s, v->text[v->n] = strdup(s->text);
+  v->n++;
+}
+
+/* The segment callback gives exactly the result's segments, in order, over
+ * several pieces (5 s pieces of the clip spoken twice). */
+static void segments(steno_model *m, const char *name) {
+  steno_transcribe_params p = steno_transcribe_default_params();
+  p.piece_seconds = 5;
+  p.segment = on_segment;
+  seen v = {0};
+  p.segment_user = &v;
+  steno_result *r = NULL;
+  CHECK_OK(steno_transcribe(m, clip[3], clip_n[3], &p, &r));
+  size_t n = r ? steno_result_segment_count(r) : 0;
+  CHECK(n > 1 && v.n == n, "%s: %zu segments called back, the result has %zu", name, v.n, n);
+  for (size_t i = 0; i < n && i < v.n && i < 64; i++) {
+    steno_segment s = steno_result_segment(r, i);
+    CHECK(s.start_ms == v.seg[i].start_ms && s.end_ms == v.seg[i].end_ms && !strcmp(s.text, v.text[i]),
+          "%s: segment %zu called back as %lld-%lld '%s', result %lld-%lld '%s'", name, i,
+          (long long)v.seg[i].start_ms, (long long)v.seg[i].end_ms, v.text[i], (long long)s.start_ms,
+          (long long)s.end_ms, s.text);
+  }
+  for (size_t i = 0; i < v.n && i < 64; i++) free(v.text[i]);
+  steno_result_free(r);
+}
+
+/* A batch gives each clip's result; a bad clip fails it, leaving no result. */
+static void batch(steno_model *m, const char *name, steno_result *const *want) {
+  steno_session *s = NULL;
+  CHECK_OK(steno_session_new(m, &s));
+  steno_result *got[CLIPS];
+  const float *pcm[CLIPS];
+  for (int c = 0; c < CLIPS; c++) pcm[c] = clip[c];
+  if (s) CHECK_OK(steno_transcribe_batch(s, pcm, clip_n, CLIPS, NULL, got));
+  for (int c = 0; s && c < CLIPS; c++) {
+    CHECK(same_result(got[c], want[c]), "%s: batch clip %d differs", name, c);
+    steno_result_free(got[c]);
+  }
+  float bad[1600] = {0};
+  bad[800] = INFINITY;
+  pcm[2] = bad;
+  size_t n[CLIPS] = {clip_n[0], clip_n[1], 1600, clip_n[3]};
+  int st = s ? steno_transcribe_batch(s, pcm, n, CLIPS, NULL, got) : -1;
+  CHECK(st == STENO_ERR_INVALID && !got[0] && !got[1] && !got[2] && !got[3],
+        "%s: a batch with an infinite sample gave %d", name, st);
+  steno_session_free(s);
+}
+
 /* A model freed before its session stays loaded; NULL handles are refused. */
 static void lifetime(steno_model *m, const char *name, const steno_result *want) {
   steno_session *s = NULL;
@@ -137,6 +196,8 @@ static void model(const char *file) {
     steno_result_free(r);
   }
   if (want[CLIPS - 1]) {
+    segments(m, file);
+    batch(m, file, want);
     concurrent(m, file, want);
     lifetime(m, file, want[0]);
   }

@@ -60,7 +60,12 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
     if (!(st = check_finite(pcm, n, offset)) && !quiet) {
       steno_result *r;
       st = m->fam->transcribe(session->impl, pcm, n, p, &r);
+      size_t before = steno_result_segment_count(all);
       if (!st) st = result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000)));
+      for (size_t i = before; !st && p->segment && i < steno_result_segment_count(all); i++) {
+        steno_segment seg = steno_result_segment(all, i);
+        p->segment(&seg, p->segment_user);
+      }
     }
     if (st) break;
     all->duration = (double)(offset + n) / SPLIT_RATE;
@@ -116,6 +121,22 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
   *out = NULL;
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
   return transcribe_pieces(s, stream_read, a, steno_audio_duration(a), &p, out);
+}
+
+int steno_transcribe_batch(steno_session *s, const float *const *pcm, const size_t *n,
+                           size_t count, const steno_transcribe_params *params,
+                           steno_result **out) {
+  if (!s || (count && (!pcm || !n || !out)))
+    return err_set(STENO_ERR_INVALID, "steno_transcribe_batch: NULL argument");
+  for (size_t i = 0; i < count; i++) out[i] = NULL;
+  int st = 0;
+  for (size_t i = 0; !st && i < count; i++)
+    st = steno_session_transcribe(s, pcm[i], n[i], params, &out[i]);
+  for (size_t i = 0; st && i < count; i++) { /* none left allocated on failure */
+    steno_result_free(out[i]);
+    out[i] = NULL;
+  }
+  return st;
 }
 
 int steno_transcribe(steno_model *m, const float *pcm, size_t n,

@@ -41,7 +41,8 @@ ABORT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 class TranscribeParams(ctypes.Structure):
     _fields_ = [("language", ctypes.c_char_p), ("translate", ctypes.c_int), ("prompt", ctypes.c_char_p),
                 ("progress", PROGRESS), ("progress_user", ctypes.c_void_p), ("abort", ABORT),
-                ("abort_user", ctypes.c_void_p), ("piece_seconds", ctypes.c_double)]
+                ("abort_user", ctypes.c_void_p), ("piece_seconds", ctypes.c_double),
+                ("segment", ctypes.c_void_p), ("segment_user", ctypes.c_void_p)]  # unused: NULL
 
 
 P = ctypes.c_void_p  # the opaque steno_model *, steno_result *, steno_audio *
