@@ -25,8 +25,8 @@ const char serve_usage[] =
     "  /v1/audio/translations (multipart form: file, model, language, prompt,\n"
     "  response_format, timestamp_granularities[], temperature), GET /v1/models, GET /health.\n"
     "  MODEL          .gguf files or names pulled with steno pull, loaded once at start; the\n"
-    "                 request's `model` field picks one by name (its file name without .gguf,\n"
-    "                 or the name given); any other name (whisper-1) gets the first one.\n"
+    "                 request's `model` field picks one by name (its file name without the\n"
+    "                 extension, or the name given); any other name (whisper-1) gets the first.\n"
     "                 None given: $STENO_MODEL, else the bundled " DEFAULT_MODEL_FILE "\n"
     "  --host ADDR    the address to listen on (default 127.0.0.1; 0.0.0.0: every interface)\n"
     "  --port N       the port (default 8080; 0: any free one, printed at start)\n"
@@ -109,15 +109,16 @@ static int parse(int argc, char **argv, serve_opts *o) {
 
 /* ---- models ---- */
 
-/* What clients call a model: a file's base name without .gguf, or the hub name as given. */
+/* What clients call a model: a file's base name without its extension, or the
+ * hub name as given (parakeet-v3). */
 static char *model_name(const char *arg) {
   struct stat st;
-  size_t n = strlen(arg);
-  if (stat(arg, &st) && !(n > 5 && !strcmp(arg + n - 5, ".gguf"))) return strdup(arg);
+  const char *dot = strrchr(arg, '.');
+  if (stat(arg, &st) && !(dot && !strcmp(dot, ".gguf"))) return strdup(arg);
   const char *base = strrchr(arg, '/');
   base = base ? base + 1 : arg;
-  n = strlen(base);
-  return strndup(base, n > 5 && !strcmp(base + n - 5, ".gguf") ? n - 5 : n);
+  dot = strrchr(base, '.');
+  return strndup(base, dot && dot != base ? (size_t)(dot - base) : strlen(base));
 }
 
 static int load_model(const char *arg, const steno_model_params *mp, serve_model *m) {
