@@ -3,8 +3,9 @@
 # and runs the whole test suite on each, on Mesa's lavapipe (Vulkan on the CPU) unless
 # STENO_TEST_GPU=1 asks for the machine's own GPU; then a quick third build with FFmpeg off
 # runs test_audio alone.
-#   bash tests/run.sh            all three builds
-#   bash tests/run.sh plain      only the plain build (or: sanitize, wav-only)
+# Last, tests/fuzz.sh runs every libFuzzer target (clang) for FUZZ_SECONDS (60) each.
+#   bash tests/run.sh            all three builds, then the fuzzers
+#   bash tests/run.sh plain      only the plain build (or: sanitize, wav-only, fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -42,4 +43,8 @@ if [ "$which" = all ] || [ "$which" = wav-only ]; then
   cmake -S . -B build-test-wav-only -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTENO_FFMPEG=OFF >/dev/null
   cmake --build build-test-wav-only -j "$jobs" --target test_audio >/dev/null
   ctest --test-dir build-test-wav-only --output-on-failure -R '^test_audio$'
+fi
+if [ "$which" = all ] || [ "$which" = fuzz ]; then
+  echo "== fuzzers (clang, ASan + UBSan, ${FUZZ_SECONDS:-60} s each)"
+  bash tests/fuzz.sh
 fi

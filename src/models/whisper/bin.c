@@ -238,7 +238,11 @@ static int suppress_list(const bpe *t, const specials *s, int32_t **out, size_t 
       else snprintf(text, sizeof text, "%s%s", spaced ? " " : "", symbols[i]);
       int *ids;
       size_t m;
-      TRY(bpe_encode(t, text, &ids, &m));
+      int st = bpe_encode(t, text, &ids, &m);
+      if (st) {
+        free(v);
+        return st;
+      }
       if (m && (m == 1 || i >= ns - n_misc)) v[k++] = ids[0];
       free(ids);
       if (i >= ns) break;
@@ -473,6 +477,23 @@ static int image(const bin_model *m, const char *path, buf *out) {
   return st ? st : out->st;
 }
 
+int whisper_bin_image_memory(const uint8_t *data, size_t n, const char *name, uint8_t **out,
+                             size_t *size) {
+  *out = NULL, *size = 0;
+  reader r = {data, data + n, name};
+  bin_model m = {0};
+  buf img = {0};
+  int st = parse(&r, &m);
+  if (!st) st = image(&m, name, &img);
+  bin_model_free(&m);
+  if (st) {
+    free(img.p);
+    return st;
+  }
+  *out = img.p, *size = img.n;
+  return 0;
+}
+
 int whisper_bin_image(const char *path, uint8_t **out, size_t *size) {
   *out = NULL, *size = 0;
   int fd = open(path, O_RDONLY);
@@ -485,17 +506,7 @@ int whisper_bin_image(const char *path, uint8_t **out, size_t *size) {
   const uint8_t *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return err_set(STENO_ERR_IO, "%s: cannot map", path);
-  reader r = {map, map + sb.st_size, path};
-  bin_model m = {0};
-  buf img = {0};
-  int st = parse(&r, &m);
-  if (!st) st = image(&m, path, &img);
-  bin_model_free(&m);
+  int st = whisper_bin_image_memory(map, (size_t)sb.st_size, path, out, size);
   munmap((void *)map, (size_t)sb.st_size);
-  if (st) {
-    free(img.p);
-    return st;
-  }
-  *out = img.p, *size = img.n;
-  return 0;
+  return st;
 }

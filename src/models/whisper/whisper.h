@@ -145,6 +145,9 @@ int whisper_transcribe(whisper *m, const float *pcm, size_t n, const steno_trans
  * (whisper/bin.c), for gguf_open_memory; *image is malloc'd and must outlive
  * the gguf_file. */
 int whisper_bin_image(const char *path, uint8_t **image, size_t *size);
+/* The same from n bytes in memory (`name` for messages). */
+int whisper_bin_image_memory(const uint8_t *data, size_t n, const char *name, uint8_t **image,
+                             size_t *size);
 
 /* Builds the public result from a run (whisper/result.c). */
 int whisper_result(const whisper *m, const whisper_output *o, double seconds, steno_result **out);

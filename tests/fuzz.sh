@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz_*.c) with clang, ASan and UBSan in build-fuzz
+# and runs each for FUZZ_SECONDS (default 60) from a seed corpus written now
+# (tests/fuzz_seeds.py); any crash, leak, timeout or out-of-memory fails. What a target
+# finds is left in build-fuzz/findings/<target>/ (crash-*, leak-*, ...).
+#   bash tests/fuzz.sh [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-60}
+jobs=$(nproc 2>/dev/null || echo 2)
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTENO_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j "$jobs" >/dev/null
+if [ "${STENO_TEST_GPU:-0}" != 1 ]; then # fuzz_load uploads to lavapipe, as the tests do
+  icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1 || true)
+  [ -n "$icd" ] && export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+fi
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+python3 tests/fuzz_seeds.py "$seeds" tests/fixtures
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=($(cd build-fuzz/tests && ls fuzz_* | grep -v '\.' ))
+failed=0
+for t in "${targets[@]}"; do
+  out=build-fuzz/findings/$t
+  rm -rf "$out" && mkdir -p "$out" "$seeds/$t"
+  # Leaks are checked after every input. Mesa's lavapipe keeps allocations until exit
+  # (some in libraries it unloads, so no suppression can name them): the one check at
+  # exit is off, never the per-input ones that catch steno's own leaks.
+  if ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    build-fuzz/tests/$t -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
+    -artifact_prefix="$out/" -print_final_stats=1 "$seeds/$t" >"$out/log" 2>&1; then
+    echo "$t: $(grep -o 'Done [0-9]* runs' "$out/log" || true), clean"
+  else
+    failed=1
+    echo "$t: FAILED (build-fuzz/findings/$t)" >&2
+    grep -A25 -m1 -E '^==[0-9]+==ERROR|SUMMARY|deadly signal|timeout' "$out/log" >&2 || tail -30 "$out/log" >&2
+  fi
+done
+exit $failed
