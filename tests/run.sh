@@ -37,12 +37,13 @@ if [ "$which" = all ] || [ "$which" = sanitize ]; then
   echo "== ASan + UBSan build"
   run sanitize -DSTENO_SANITIZE=ON
 fi
-# FFmpeg off: the WAV-only reader, checked by test_audio alone (the rest does not depend on it).
+# FFmpeg off: the WAV-only reader, checked by test_audio and test_long (an hour read a block
+# at a time; the rest does not depend on the reader).
 if [ "$which" = all ] || [ "$which" = wav-only ]; then
-  echo "== FFmpeg off (WAV-only reader): test_audio"
+  echo "== FFmpeg off (WAV-only reader): test_audio, test_long"
   cmake -S . -B build-test-wav-only -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTENO_FFMPEG=OFF >/dev/null
-  cmake --build build-test-wav-only -j "$jobs" --target test_audio >/dev/null
-  ctest --test-dir build-test-wav-only --output-on-failure -R '^test_audio$'
+  cmake --build build-test-wav-only -j "$jobs" --target test_audio test_long >/dev/null
+  ctest --test-dir build-test-wav-only --output-on-failure -R '^(test_audio|test_long)$'
 fi
 if [ "$which" = all ] || [ "$which" = fuzz ]; then
   echo "== fuzzers (clang, ASan + UBSan, ${FUZZ_SECONDS:-60} s each)"
