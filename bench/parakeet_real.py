@@ -87,19 +87,35 @@ def timed(fn, runs: int, warm: int = 3) -> dict:
     return dict(median_ms=statistics.median(ts), min_ms=min(ts), max_ms=max(ts), runs=runs)
 
 
-def bench_transformers(ckpt: Path, seconds: float, runs: int) -> list[dict]:
+def bench_encoder(encoder, label: str, seconds: float, runs: int, warm: int = 3) -> list[dict]:
+    """An encoder (eager or compiled) on 1 and 64 clips of random features."""
+    frames = int(seconds * 100) + 1
+    out = []
+    for batch in (1, 64):
+        x = torch.randn(batch, frames, 128, device="cuda", dtype=torch.bfloat16)
+        mask = torch.ones(batch, frames, device="cuda", dtype=torch.long)
+        t0 = time.perf_counter()
+        encoder(input_features=x, attention_mask=mask)
+        sync()
+        first = (time.perf_counter() - t0) * 1e3
+        r = timed(lambda: encoder(input_features=x, attention_mask=mask), runs, warm)
+        r.update(what=f"{label} encoder, {batch} × {seconds:.1f} s", first_call_ms=first,
+                 x_realtime=batch * seconds / (r["median_ms"] / 1e3))
+        out.append(r)
+    return out
+
+
+def bench_transformers(ckpt: Path, seconds: float, runs: int, compile_: bool) -> list[dict]:
     from transformers import ParakeetForTDT
     model = ParakeetForTDT.from_pretrained(ckpt, torch_dtype=torch.bfloat16).to("cuda").eval()
     frames = int(seconds * 100) + 1
     out = []
     with torch.no_grad():
-        for batch in (1, 64):
-            x = torch.randn(batch, frames, 128, device="cuda", dtype=torch.bfloat16)
-            mask = torch.ones(batch, frames, device="cuda", dtype=torch.long)
-            r = timed(lambda: model.encoder(input_features=x, attention_mask=mask), runs)
-            r.update(what=f"transformers bf16 encoder, {batch} × {seconds:.1f} s",
-                     x_realtime=batch * seconds / (r["median_ms"] / 1e3))
-            out.append(r)
+        out += bench_encoder(model.encoder, "transformers bf16", seconds, runs)
+        if compile_:
+            # The strongest thing a PyTorch user could pick: inductor with CUDA graphs.
+            compiled = torch.compile(model.encoder, mode="reduce-overhead")
+            out += bench_encoder(compiled, "torch.compile(reduce-overhead) bf16", seconds, runs, warm=5)
         x = torch.randn(1, frames, 128, device="cuda", dtype=torch.bfloat16)
         mask = torch.ones(1, frames, device="cuda", dtype=torch.long)
         model.generation_config.decoder_start_token_id = model.config.blank_token_id
@@ -116,6 +132,8 @@ def main() -> int:
     p.add_argument("--clip", type=Path, required=True, help="16 kHz mono 16-bit WAV (~11 s)")
     p.add_argument("--work", type=Path, default=Path("/tmp/parakeet_real"))
     p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--compile", action="store_true",
+                   help="also time the encoder under torch.compile(mode='reduce-overhead')")
     p.add_argument("--long-runs", type=int, default=None,
                    help="steno runs on the 10-minute clip (default runs/4, at least 2; 0 skips it)")
     a = p.parse_args()
@@ -136,7 +154,7 @@ def main() -> int:
                            capture_output=True, text=True)
         print(json.dumps(dict(what=f"steno bench {clip.name}", rc=r.returncode,
                               out=r.stdout, err=r.stderr[-2000:])), flush=True)
-    for r in bench_transformers(a.work / "hf", seconds, a.runs):
+    for r in bench_transformers(a.work / "hf", seconds, a.runs, a.compile):
         print(json.dumps(r), flush=True)
     return 0
 
