@@ -6,7 +6,7 @@
 #   - tests/serve_client.py: OpenAI's Python client against it (every
 #     response_format, granularities, translations, models, a wrong key);
 #   - tests/serve_load.py: many requests at 32 concurrent, garbage mixed in, the
-#     server's memory flat (STENO_SERVE_REQUESTS, default 200 here; 40 and no
+#     server's memory flat (STENO_SERVE_REQUESTS, default 1000 as the issue asks, ~6 min on 2 cores; 40 and no
 #     memory check in a sanitizer build);
 #   - SIGINT: a clean stop (exit 0) after one log line per request;
 #   - tests/serve_limits.py on a server with --queue 0 --timeout 2: 503, 504, and
@@ -32,7 +32,7 @@ model="$src/models/steno-en-tiny-ctc.gguf" audio="$src/models/hello.wav"
 expected="hello world this is speech recognition on your own computer"
 # A sanitizer build is slow and its allocator keeps freed memory back: fewer
 # requests and no memory check there.
-requests=${STENO_SERVE_REQUESTS:-200} warmup=100 rss=""
+requests=${STENO_SERVE_REQUESTS:-1000} warmup=100 rss=""
 if ldd "$steno" 2>/dev/null | grep -q libasan; then requests=${STENO_SERVE_REQUESTS:-40} warmup=20 rss=--no-rss; fi
 
 # Starts `steno serve ARGS...` in the background (pid in $server, log in
