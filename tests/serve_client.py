@@ -26,14 +26,7 @@ except ImportError:
           "(python3 -m venv build-venv && build-venv/bin/pip install openai)")
     sys.exit(0)
 
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    if not ok:
-        failed += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+from serve_checks import check, finish  # noqa: E402
 
 
 def read(name):
@@ -95,5 +88,4 @@ try:
 except openai.AuthenticationError as e:
     check(e.status_code == 401 and e.body.get("code") == "invalid_api_key", f"wrong key: {e.body}")
 
-print(f"serve_client: {'FAILED' if failed else 'passed'} ({failed} failures)")
-sys.exit(1 if failed else 0)
+finish("serve_client")

@@ -19,14 +19,7 @@ import wave
 url, pid, audio, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
 BOUNDARY = "steno-limits-boundary"
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    if not ok:
-        failed += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+from serve_checks import check, finish  # noqa: E402
 
 
 def form(data):
@@ -85,5 +78,4 @@ os.kill(pid, signal.SIGTERM)
 t.join()
 check(result == [(503, "shutting_down")], f"the request running at SIGTERM: {result}")
 
-print(f"serve_limits: {'FAILED' if failed else 'passed'} ({failed} failures)")
-sys.exit(1 if failed else 0)
+finish("serve_limits")
