@@ -8,7 +8,8 @@ root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 
 # What each layer may use (besides itself and steno.h). text turns the decoders'
 # tokens into words (it reads decode's token lists); nn loads its blocks' weights
-# from the GGUF reader; models use everything below them, api the models and audio.
+# from the GGUF reader, and the GPU transducer search takes decode's weights and
+# gives its token lists; models use everything below them, api the models and audio.
 declare -A uses=(
   [base]=""
   [io]="base"
@@ -17,7 +18,7 @@ declare -A uses=(
   [gpu]="base"
   [decode]="base"
   [text]="base decode"
-  [nn]="base gpu io"
+  [nn]="base gpu io decode"
   [models]="base io frontend gpu decode text nn"
   [api]="base io audio frontend gpu decode text nn models"
 )

@@ -1,4 +1,4 @@
-/* The GPU transducer search (models/gpu_transducer.c, rnnt_*.comp) against the CPU
+/* The GPU transducer search (nn/transducer_gpu.c, rnnt_*.comp) against the CPU
  * one (decode/transducer.c, the plain C reference) on random weights: RNN-T
  * and TDT, one to three LSTM layers, the three joint activations, the 0.6B
  * models' widths. Tokens, frames and durations exactly; confidences to 1e-4.
@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "decode/transducer.h"
-#include "models/gpu_transducer.h"
+#include "nn/transducer_gpu.h"
 #include "gpu_test.h"
 #include "steno.h"
 

@@ -50,7 +50,7 @@ int transducer_check_abort(const transducer_abort *stop);
 /* The most decoding steps a search over t frames can make: each frame takes
  * at most max_symbols steps (see transducer_greedy), so max_symbols · t; 0
  * for a max_symbols outside 1 .. TRANSDUCER_MAX_SYMBOLS (a search refuses it).
- * The GPU search (models/gpu_transducer.c) keeps the same bound. */
+ * The GPU search (nn/transducer_gpu.c) keeps the same bound. */
 int64_t transducer_max_steps(int max_symbols, int64_t t);
 
 /* Greedy decoding over `t` frames of enc [t][stride] (the joint's encoder

@@ -110,59 +110,6 @@ static int vocabulary(const gguf_file *f, text_vocab *v, uint32_t classes) {
   return 0;
 }
 
-/* A 3×3 conv's weight, PyTorch [C][1][3][3], as [9][C]; and its bias. */
-static int conv3x3(parakeet *m, const gguf_file *f, const char *w, const char *b, gpu_buffer **wb,
-                   gpu_buffer **bb) {
-  size_t C = m->c.channels;
-  float *pt = NULL, *t = mem_alloc(9 * C, sizeof *t);
-  if (!t) return STENO_ERR_NOMEM;
-  int st = w_host(f, w, W_CONV_TYPES, 9 * C, true, &pt);
-  for (size_t c = 0; !st && c < C; c++)
-    for (size_t k = 0; k < 9; k++) t[k * C + c] = pt[c * 9 + k];
-  if (!st) st = gpu_buffer_from(m->dev, t, 9 * C * sizeof *t, wb);
-  if (!st) st = w_gpu(m->dev, f, b, W_F32, C, bb);
-  free(t);
-  free(pt);
-  return st;
-}
-
-static int subsampling(parakeet *m, const gguf_file *f) {
-  parakeet_subsampling *s = &m->sub;
-  const char *p = "enc.pre_encode.";
-  char w[96], b[96];
-  int64_t C = m->c.channels, F8 = m->c.mels;
-  for (int i = 0; i < 3; i++) F8 = F8 / 2 + F8 % 2;
-  struct {
-    int idx;
-    gpu_buffer **w, **b;
-  } convs[] = {{0, &s->w0, &s->b0}, {2, &s->w2, &s->b2}, {5, &s->w5, &s->b5}};
-  for (int i = 0; i < 3; i++) {
-    snprintf(w, sizeof w, "%sconv.%d.weight", p, convs[i].idx);
-    snprintf(b, sizeof b, "%sconv.%d.bias", p, convs[i].idx);
-    TRY(conv3x3(m, f, w, b, convs[i].w, convs[i].b));
-  }
-  struct {
-    const char *name;
-    gpu_linear *l;
-    int64_t rows, k;
-  } lin[] = {{"conv.3", &s->pw3, C, C},
-             {"conv.6", &s->pw6, C, C},
-             {"out", &s->out, m->c.dims.d, C * F8}};
-  for (int i = 0; i < 3; i++) {
-    float *bias;
-    const char *names[1] = {w};
-    snprintf(b, sizeof b, "%s%s.bias", p, lin[i].name);
-    snprintf(w, sizeof w, "%s%s.weight", p, lin[i].name);
-    TRY(w_host(f, b, W_F32, (size_t)lin[i].rows, true, &bias));
-    uint64_t types = i == 2 ? W_LINEAR_TYPES : W_CONV_TYPES;
-    int st = w_linear(m->dev, f, names, 1, &lin[i].rows, lin[i].k, types, bias,
-                      (size_t)lin[i].rows, lin[i].l);
-    free(bias);
-    if (st) return st;
-  }
-  return 0;
-}
-
 /* The CTC head, or the joint's encoder projection and the host decoder. */
 static int head(parakeet *m, const gguf_file *f) {
   uint32_t d = m->c.dims.d;
@@ -264,7 +211,7 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   m->dev = dev;
   int st = config(f, &m->c);
   if (!st) st = frontend(f, &m->mel, m->c.mels);
-  if (!st) st = subsampling(m, f);
+  if (!st) st = dw_subsampling_load(dev, f, m->c.channels, m->c.mels, m->c.dims.d, &m->sub);
   if (!st && !(m->blocks = mem_alloc(m->c.layers, sizeof *m->blocks))) st = STENO_ERR_NOMEM;
   for (uint32_t i = 0; !st && i < m->c.layers; i++)
     st = conformer_load(dev, f, &m->c.dims, (int)i, &m->blocks[i]);
@@ -284,12 +231,7 @@ void parakeet_free(parakeet *m) {
   gpu_transducer_free(m->gdec);
   for (uint32_t i = 0; m->blocks && i < m->c.layers; i++) conformer_free(&m->blocks[i]);
   free(m->blocks);
-  parakeet_subsampling *s = &m->sub;
-  gpu_buffer *b[] = {s->w0, s->b0, s->w2, s->b2, s->w5, s->b5};
-  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
-  gpu_linear_free(&s->pw3);
-  gpu_linear_free(&s->pw6);
-  gpu_linear_free(&s->out);
+  dw_subsampling_free(&m->sub);
   gpu_linear_free(&m->head);
   for (size_t i = 0; i < sizeof m->dec_weights / sizeof *m->dec_weights; i++) free(m->dec_weights[i]);
   mel_free(&m->mel);

@@ -8,8 +8,9 @@
 
 #include "decode/transducer.h"
 #include "frontend/mel.h"
-#include "models/gpu_transducer.h"
+#include "nn/transducer_gpu.h"
 #include "nn/conformer.h"
+#include "nn/subsampling.h"
 #include "text/result.h"
 #include "text/vocab.h"
 
@@ -23,16 +24,11 @@ typedef struct {
   uint32_t classes; /* CTC: vocab + blank; transducer: predictor vocab (with blank) */
 } parakeet_config;
 
-typedef struct {
-  gpu_buffer *w0, *b0, *w2, *b2, *w5, *b5; /* 3×3 convs: [9][C], [C] */
-  gpu_linear pw3, pw6;                     /* pointwise convs (ReLU) */
-  gpu_linear out;                          /* [d][C·F/8] */
-} parakeet_subsampling;
-
 /* GPU buffers sized for the longest input so far. */
 typedef struct {
   uint32_t frames; /* mel frames they hold */
-  gpu_buffer *mel, *a, *b, *c, *d, *flat, *head;
+  gpu_buffer *mel, *head;
+  dw_subsampling_scratch sub;
   conformer_scratch enc;
 } parakeet_arena;
 
@@ -41,7 +37,7 @@ typedef struct {
   parakeet_config c;
   gpu_device *dev;
   mel_frontend mel;
-  parakeet_subsampling sub;
+  dw_subsampling sub;
   conformer_block *blocks;
   gpu_linear head;       /* CTC logits, or the joint's encoder projection */
   transducer dec;        /* predictor and joint (host, f32) */

@@ -7,13 +7,10 @@
 #include "base/mem.h"
 #include "base/timer.h"
 #include "decode/ctc.h"
-#include "gpu/subsample.h"
 #include "models/parakeet/parakeet.h"
 
-static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
-
 uint32_t parakeet_encoder_frames(uint32_t valid) {
-  return gpu_halve(gpu_halve(gpu_halve(valid)));
+  return dw_subsampling_frames(valid);
 }
 
 int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
@@ -38,16 +35,10 @@ static int arena_fit(parakeet_session *s, uint32_t frames) {
   if (frames <= a->frames) return 0;
   parakeet_arena_free(a);
   const parakeet *m = s->m;
-  size_t F = m->c.mels, C = m->c.channels, Cp = pad64(m->c.channels);
-  size_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
-  size_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), f = sizeof(float);
+  size_t T8 = parakeet_encoder_frames(frames), f = sizeof(float);
   gpu_device *dev = m->dev;
-  int st = gpu_buffer_new(dev, frames * F * f, &a->mel);
-  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * C * f, &a->a);
-  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * Cp * f, &a->b);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &a->c);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * Cp * f, &a->d);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &a->flat);
+  int st = gpu_buffer_new(dev, frames * (size_t)m->c.mels * f, &a->mel);
+  if (!st) st = dw_subsampling_scratch_new(dev, &m->sub, frames, &a->sub);
   if (!st) st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->head) * f, &a->head);
   if (!st) st = conformer_scratch_new(dev, &m->c.dims, (uint32_t)T8, &a->enc);
   if (st) {
@@ -56,27 +47,6 @@ static int arena_fit(parakeet_session *s, uint32_t frames) {
   }
   a->frames = frames;
   return 0;
-}
-
-/* Records the subsampling: mel [tm][F] → x [t][stride]. */
-static void record_subsampling(parakeet_session *ss, uint32_t tm) {
-  const parakeet *m = ss->m;
-  const parakeet_subsampling *s = &m->sub;
-  parakeet_arena *a = &ss->arena;
-  gpu_rec *rec = ss->rec;
-  uint32_t F = m->c.mels, C = m->c.channels, Cp = pad64(C);
-  uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
-  uint32_t T4 = gpu_halve(gpu_halve(tm)), T8 = gpu_halve(T4);
-  /* conv0 + ReLU fused into depthwise conv2: rows −1 .. T4 − 1 (row −1 is padding). */
-  gpu_first_depthwise(rec, a->mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 1);
-  gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 1) * F4, GPU_EPI_RELU, 0);
-  gpu_depthwise(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
-  gpu_gemm(rec, a->c, &s->pw6, a->d, T8 * F8, GPU_EPI_RELU, 0);
-  gpu_flatten(rec, a->d, Cp, a->flat, T8, F8, C);
-  if (m->c.xscaling)
-    gpu_gemm(rec, a->flat, &s->out, a->enc.x, T8, GPU_EPI_SCALE, sqrtf((float)m->c.dims.d));
-  else
-    gpu_gemm(rec, a->flat, &s->out, a->enc.x, T8, GPU_EPI_BIAS, 0);
 }
 
 int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
@@ -92,7 +62,8 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
   TRY(conformer_positions(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
-  record_subsampling(s, valid);
+  float scale = m->c.xscaling ? sqrtf((float)d) : 0;
+  dw_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, valid, a->enc.x, scale);
   for (uint32_t i = 0; i < m->c.layers; i++)
     conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);

@@ -8,8 +8,9 @@
 #include "models/parakeet/parakeet.h"
 
 void parakeet_arena_free(parakeet_arena *a) {
-  gpu_buffer *b[] = {a->mel, a->a, a->b, a->c, a->d, a->flat, a->head};
-  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  gpu_buffer_free(a->mel);
+  gpu_buffer_free(a->head);
+  dw_subsampling_scratch_free(&a->sub);
   conformer_scratch_free(&a->enc);
   memset(a, 0, sizeof *a);
 }

@@ -2,7 +2,7 @@
  * dispatch), one LSTM dispatch per layer and the predictor projection, recorded
  * in chunks of steps; each kernel does nothing once the search is done, so a
  * chunk may run past the end. */
-#include "models/gpu_transducer.h"
+#include "nn/transducer_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>

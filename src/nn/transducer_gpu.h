@@ -2,10 +2,11 @@
  * decode/transducer.c's transducer_greedy with the LSTM predictor, the joint
  * and each step's choice in kernels (rnnt_joint, rnnt_lstm, rnnt_pred.comp), so the weights stay on the
  * device and the host only looks, every few hundred steps, whether the
- * search has ended. It lives with the models, not in gpu/, because it takes
- * decode/'s transducer weights and gives its token lists. */
-#ifndef STENO_MODELS_GPU_TRANSDUCER_H
-#define STENO_MODELS_GPU_TRANSDUCER_H
+ * search has ended. It is an nn/ block, not gpu/, because it takes decode/'s
+ * transducer weights and gives its token lists; the transducer families
+ * (Parakeet, GigaAM) share it. */
+#ifndef STENO_NN_TRANSDUCER_GPU_H
+#define STENO_NN_TRANSDUCER_GPU_H
 
 #include "decode/tokens.h"
 #include "decode/transducer.h"

@@ -1,0 +1,124 @@
+/* The subsampling stems: loading their weights and recording their kernels. */
+#include "nn/subsampling.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/subsample.h"
+#include "nn/weights.h"
+
+static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+
+/* A 3×3 conv's weight, PyTorch [C][1][3][3], as [9][C]; and its bias. */
+static int conv3x3(gpu_device *dev, const gguf_file *f, size_t C, const char *w, const char *b,
+                   gpu_buffer **wb, gpu_buffer **bb) {
+  float *pt = NULL, *t = mem_alloc(9 * C, sizeof *t);
+  if (!t) return STENO_ERR_NOMEM;
+  int st = w_host(f, w, W_CONV_TYPES, 9 * C, true, &pt);
+  for (size_t c = 0; !st && c < C; c++)
+    for (size_t k = 0; k < 9; k++) t[k * C + c] = pt[c * 9 + k];
+  if (!st) st = gpu_buffer_from(dev, t, 9 * C * sizeof *t, wb);
+  if (!st) st = w_gpu(dev, f, b, W_F32, C, bb);
+  free(t);
+  free(pt);
+  return st;
+}
+
+static int dw_load(gpu_device *dev, const gguf_file *f, dw_subsampling *s) {
+  const char *p = "enc.pre_encode.";
+  char w[96], b[96];
+  int64_t C = s->channels, F8 = s->mels;
+  for (int i = 0; i < 3; i++) F8 = F8 / 2 + F8 % 2;
+  struct {
+    int idx;
+    gpu_buffer **w, **b;
+  } convs[] = {{0, &s->w0, &s->b0}, {2, &s->w2, &s->b2}, {5, &s->w5, &s->b5}};
+  for (int i = 0; i < 3; i++) {
+    snprintf(w, sizeof w, "%sconv.%d.weight", p, convs[i].idx);
+    snprintf(b, sizeof b, "%sconv.%d.bias", p, convs[i].idx);
+    TRY(conv3x3(dev, f, (size_t)C, w, b, convs[i].w, convs[i].b));
+  }
+  struct {
+    const char *name;
+    gpu_linear *l;
+    int64_t rows, k;
+  } lin[] = {{"conv.3", &s->pw3, C, C}, {"conv.6", &s->pw6, C, C}, {"out", &s->out, s->d, C * F8}};
+  for (int i = 0; i < 3; i++) {
+    float *bias;
+    const char *names[1] = {w};
+    snprintf(b, sizeof b, "%s%s.bias", p, lin[i].name);
+    snprintf(w, sizeof w, "%s%s.weight", p, lin[i].name);
+    TRY(w_host(f, b, W_F32, (size_t)lin[i].rows, true, &bias));
+    uint64_t types = i == 2 ? W_LINEAR_TYPES : W_CONV_TYPES;
+    int st = w_linear(dev, f, names, 1, &lin[i].rows, lin[i].k, types, bias, (size_t)lin[i].rows,
+                      lin[i].l);
+    free(bias);
+    if (st) return st;
+  }
+  return 0;
+}
+
+int dw_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels,
+                        uint32_t d, dw_subsampling *s) {
+  memset(s, 0, sizeof *s);
+  s->channels = channels, s->mels = mels, s->d = d;
+  int st = dw_load(dev, f, s);
+  if (st) dw_subsampling_free(s);
+  return st;
+}
+
+void dw_subsampling_free(dw_subsampling *s) {
+  gpu_buffer *b[] = {s->w0, s->b0, s->w2, s->b2, s->w5, s->b5};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  gpu_linear_free(&s->pw3);
+  gpu_linear_free(&s->pw6);
+  gpu_linear_free(&s->out);
+  memset(s, 0, sizeof *s);
+}
+
+uint32_t dw_subsampling_frames(uint32_t valid) { return gpu_halve(gpu_halve(gpu_halve(valid))); }
+
+void dw_subsampling_scratch_free(dw_subsampling_scratch *s) {
+  gpu_buffer *b[] = {s->a, s->b, s->c, s->d, s->flat};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  memset(s, 0, sizeof *s);
+}
+
+int dw_subsampling_scratch_new(gpu_device *dev, const dw_subsampling *s, uint32_t frames,
+                               dw_subsampling_scratch *out) {
+  memset(out, 0, sizeof *out);
+  size_t F = s->mels, C = s->channels, Cp = pad64(s->channels);
+  size_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
+  size_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), f = sizeof(float);
+  int st = gpu_buffer_new(dev, (T4 + 1) * F4 * C * f, &out->a);
+  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * Cp * f, &out->b);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->c);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * Cp * f, &out->d);
+  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->flat);
+  if (st) {
+    dw_subsampling_scratch_free(out);
+    return st;
+  }
+  out->frames = frames;
+  return 0;
+}
+
+void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsampling_scratch *a,
+                            gpu_buffer *mel, uint32_t tm, gpu_buffer *x, float scale) {
+  uint32_t F = s->mels, C = s->channels, Cp = pad64(C);
+  uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
+  uint32_t T4 = gpu_halve(gpu_halve(tm)), T8 = gpu_halve(T4);
+  /* conv0 + ReLU fused into depthwise conv2: rows −1 .. T4 − 1 (row −1 is padding). */
+  gpu_first_depthwise(rec, mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 1);
+  gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 1) * F4, GPU_EPI_RELU, 0);
+  gpu_depthwise(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
+  gpu_gemm(rec, a->c, &s->pw6, a->d, T8 * F8, GPU_EPI_RELU, 0);
+  gpu_flatten(rec, a->d, Cp, a->flat, T8, F8, C);
+  if (scale != 0)
+    gpu_gemm(rec, a->flat, &s->out, x, T8, GPU_EPI_SCALE, scale);
+  else
+    gpu_gemm(rec, a->flat, &s->out, x, T8, GPU_EPI_BIAS, 0);
+}
