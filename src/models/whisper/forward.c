@@ -26,27 +26,6 @@ static void record_stem(whisper *m) {
                    GPU_EPI_GELU_RESIDUAL, 0);
 }
 
-/* x += Attn(LN(x)); x += fc2(GELU(fc1(LN(x)))) over the window's frames. */
-static void record_block(whisper *m, const whisper_enc_block *b) {
-  whisper_arena *a = &m->a;
-  const whisper_config *c = &m->c;
-  uint32_t t = c->n_audio_ctx, S = pad64(c->d), d = c->d, W = gpu_linear_width(&b->qkv);
-  gpu_rec *rec = m->rec;
-  gpu_layer_norm(rec, a->x, 0, S, &b->ln_attn, a->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, a->h, S, &b->qkv, a->wide, t, GPU_EPI_BIAS, 0);
-  uint32_t hd = d / c->enc_heads, g = m->att_heads;
-  for (uint32_t h = 0; h < c->enc_heads; h += g) { /* heads in groups whose scores fit a buffer */
-    gpu_attn at = {.q = {a->wide, h * hd, W}, .k = {a->wide, d + h * hd, W},
-                   .v = {a->wide, 2 * d + h * hd, W}, .o = {a->o, h * hd, S}, .scores = a->scores,
-                   .t = t, .heads = g, .head_dim = hd};
-    gpu_attention(rec, &at);
-  }
-  gpu_gemm_strided(rec, a->o, S, &b->out, a->x, t, GPU_EPI_RESIDUAL, 1.0f);
-  gpu_layer_norm(rec, a->x, 0, S, &b->ln_ffn, a->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, a->h, S, &b->fc1, a->wide, t, GPU_EPI_GELU, 0);
-  gpu_gemm_strided(rec, a->wide, gpu_linear_width(&b->fc1), &b->fc2, a->x, t, GPU_EPI_RESIDUAL, 1.0f);
-}
-
 int whisper_encode(whisper *m, const float *mel, float *enc) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
@@ -55,14 +34,11 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
   TRY(gpu_upload(a->x, 0, a->pos, (size_t)t * S * sizeof *a->pos));
   TRY(gpu_rec_begin(m->rec));
   record_stem(m);
-  for (uint32_t i = 0; i < c->enc_layers; i++) record_block(m, &m->enc[i]);
+  tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
+                      .scores = a->scores, .att_heads = m->att_heads};
+  for (uint32_t i = 0; i < c->enc_layers; i++) tf_enc_forward(m->rec, &m->enc_dims, &m->enc[i], &s, t);
   gpu_layer_norm(m->rec, a->x, 0, S, &m->enc_ln, a->enc, 0, S, t, d, NULL, NULL);
-  /* Cross K|V of every decoder layer, packed to f16 rows of K then V. */
-  for (uint32_t i = 0; i < c->dec_layers; i++) {
-    const gpu_linear *kv = &m->dec[i].cross_kv;
-    gpu_gemm_strided(m->rec, a->enc, S, kv, a->kv, t, GPU_EPI_BIAS, 0);
-    gpu_pack(m->rec, a->kv, 0, gpu_linear_width(kv), m->dec[i].cross_cache, 0, d, t, d);
-  }
+  tf_cross_kv(m->rec, &m->dec_dims, m->dec, c->dec_layers, a->enc, S, a->kv, t);
   TRY(gpu_rec_run(m->rec));
   if (!enc) return 0;
   float *rows = mem_alloc((size_t)t * S, sizeof *rows);
@@ -77,25 +53,11 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
 static void record_token(whisper *m, int id, uint32_t pos) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
-  uint32_t d = c->d, heads = c->dec_heads, hd = d / heads;
-  gpu_rec *rec = m->rec;
-  gpu_embed(rec, &m->embed, (uint32_t)id, m->dec_pos, pos * d, a->dx, 0);
-  for (uint32_t i = 0; i < c->dec_layers; i++) {
-    const whisper_dec_block *b = &m->dec[i];
-    gpu_layer_norm(rec, a->dx, 0, d, &b->ln_self, a->dh, 0, d, 1, d, NULL, NULL);
-    gpu_gemv(rec, a->dh, 0, &b->self_qkv, a->dqkv, 0, GPU_EPI_BIAS, 0);
-    gpu_pack(rec, a->dqkv, d, 0, b->self_cache, pos * d, 0, 1, d);
-    gpu_attend(rec, a->dqkv, 0, b->self_cache, 0, a->datt, 0, pos + 1, heads, hd, a->att_scratch);
-    gpu_gemv(rec, a->datt, 0, &b->self_out, a->dx, 0, GPU_EPI_RESIDUAL, 1.0f);
-    gpu_layer_norm(rec, a->dx, 0, d, &b->ln_cross, a->dh, 0, d, 1, d, NULL, NULL);
-    gpu_gemv(rec, a->dh, 0, &b->cross_q, a->dqkv, 0, GPU_EPI_BIAS, 0);
-    gpu_attend(rec, a->dqkv, 0, b->cross_cache, 0, a->datt, 0, c->n_audio_ctx, heads, hd,
-               a->att_scratch);
-    gpu_gemv(rec, a->datt, 0, &b->cross_out, a->dx, 0, GPU_EPI_RESIDUAL, 1.0f);
-    gpu_layer_norm(rec, a->dx, 0, d, &b->ln_ffn, a->dh, 0, d, 1, d, NULL, NULL);
-    gpu_gemv(rec, a->dh, 0, &b->fc1, a->dff, 0, GPU_EPI_GELU, 0);
-    gpu_gemv(rec, a->dff, 0, &b->fc2, a->dx, 0, GPU_EPI_RESIDUAL, 1.0f);
-  }
+  gpu_embed(m->rec, &m->embed, (uint32_t)id, m->dec_pos, pos * c->d, a->dx, 0);
+  tf_dec_scratch s = {.x = a->dx, .h = a->dh, .qkv = a->dqkv, .att = a->datt, .ff = a->dff,
+                      .att_scratch = a->att_scratch};
+  for (uint32_t i = 0; i < c->dec_layers; i++)
+    tf_dec_forward(m->rec, &m->dec_dims, &m->dec[i], &s, pos, c->n_audio_ctx);
 }
 
 int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {

@@ -67,6 +67,15 @@ static int shapes(const gguf_file *f, whisper_config *c) {
   return 0;
 }
 
+/* The blocks' sizes (Whisper's attention width is d; GELU MLPs, no rotary positions). */
+static void dims(whisper *m) {
+  const whisper_config *c = &m->c;
+  m->enc_dims = (tf_dims){.d = c->d, .heads = c->enc_heads, .head_dim = c->d / c->enc_heads,
+                          .ff = c->enc_ff, .mlp = TF_GELU};
+  m->dec_dims = (tf_dims){.d = c->d, .heads = c->dec_heads, .head_dim = c->d / c->dec_heads,
+                          .ff = c->dec_ff, .mlp = TF_GELU};
+}
+
 static int frontend(const gguf_file *f, whisper *m) {
   uint32_t rate, nfft, win, hop, n_samples = 0, frames = 0;
   float dither = 0;
@@ -272,7 +281,7 @@ static int encoder(whisper *m, const gguf_file *f) {
   if (!(m->enc = mem_alloc(c->enc_layers, sizeof *m->enc))) return STENO_ERR_NOMEM;
   static const char *const qkv[3] = {"q", "k", "v"};
   for (uint32_t i = 0; i < c->enc_layers; i++) {
-    whisper_enc_block *b = &m->enc[i];
+    tf_enc_block *b = &m->enc[i];
     snprintf(p, sizeof p, "enc.blocks.%u", i);
     snprintf(key, sizeof key, "%s.norm_attn", p);
     TRY(w_norm(m->dev, f, key, c->d, LN_EPS, &b->ln_attn));
@@ -300,7 +309,7 @@ static int decoder(whisper *m, const gguf_file *f) {
   if (!(m->dec = mem_alloc(c->dec_layers, sizeof *m->dec))) return STENO_ERR_NOMEM;
   static const char *const qkv[3] = {"q", "k", "v"}, *const kv[2] = {"k", "v"};
   for (uint32_t i = 0; i < c->dec_layers; i++) {
-    whisper_dec_block *b = &m->dec[i];
+    tf_dec_block *b = &m->dec[i];
     snprintf(p, sizeof p, "dec.blocks.%u", i);
     struct {
       const char *name;
@@ -394,6 +403,7 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   if (!m) return STENO_ERR_NOMEM;
   m->dev = dev;
   int st = shapes(f, &m->c);
+  if (!st) dims(m);
   if (!st) st = frontend(f, m);
   if (!st) st = tokenizer(f, m);
   if (!st) st = specials(f, m);
@@ -451,19 +461,8 @@ void whisper_free(whisper *m) {
     return;
   }
   free(m->a.pos);
-  for (uint32_t i = 0; m->enc && i < m->c.enc_layers; i++) {
-    whisper_enc_block *b = &m->enc[i];
-    w_norm_free(&b->ln_attn), w_norm_free(&b->ln_ffn);
-    gpu_linear *l[] = {&b->qkv, &b->out, &b->fc1, &b->fc2};
-    for (size_t k = 0; k < 4; k++) gpu_linear_free(l[k]);
-  }
-  for (uint32_t i = 0; m->dec && i < m->c.dec_layers; i++) {
-    whisper_dec_block *b = &m->dec[i];
-    w_norm_free(&b->ln_self), w_norm_free(&b->ln_cross), w_norm_free(&b->ln_ffn);
-    gpu_linear *l[] = {&b->self_qkv, &b->self_out, &b->cross_q, &b->cross_kv, &b->cross_out,
-                       &b->fc1, &b->fc2};
-    for (size_t k = 0; k < 7; k++) gpu_linear_free(l[k]);
-  }
+  for (uint32_t i = 0; m->enc && i < m->c.enc_layers; i++) tf_enc_block_free(&m->enc[i]);
+  for (uint32_t i = 0; m->dec && i < m->c.dec_layers; i++) tf_dec_block_free(&m->dec[i]);
   free(m->enc);
   free(m->dec);
   gpu_linear_free(&m->conv0), gpu_linear_free(&m->conv1), gpu_linear_free(&m->embed);

@@ -1,7 +1,7 @@
 /* Whisper (OpenAI) from the GGUF files transcribe.cpp publishes (architecture
  * "whisper", spec gguf-whisper-moonshine.md §2):
  *   pcm → log-mel of the whole clip (CPU) → 30 s windows → conv stem, positions,
- *   pre-LN transformer blocks (GPU encoder) → cross K/V once per window (f16) →
+ *   pre-LN transformer blocks (GPU encoder, nn/transformer.h) → cross K/V once per window (f16) →
  *   token by token: embedding + positions, self-attention over an f16 KV cache,
  *   cross-attention, FFN, the tied head (GPU decoder, one logits readback per
  *   token) → the search rules (CPU, decode/whisper.h) → segments with times. */
@@ -14,6 +14,7 @@
 #include "gpu/linear.h"
 #include "gpu/norm.h"
 #include "io/gguf.h"
+#include "nn/transformer.h"
 #include "steno.h"
 #include "text/bpe.h"
 
@@ -30,18 +31,6 @@ typedef struct {
   int lang_id[WHISPER_MAX_LANGS];
   char lang_code[WHISPER_MAX_LANGS][8];
 } whisper_config;
-
-typedef struct {
-  gpu_norm ln_attn, ln_ffn;
-  gpu_linear qkv, out, fc1, fc2; /* qkv: q|k|v, biases q|0|v */
-} whisper_enc_block;
-
-typedef struct {
-  gpu_norm ln_self, ln_cross, ln_ffn;
-  gpu_linear self_qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
-  gpu_buffer *self_cache;  /* [n_text_ctx][d] words: f16 K then V of every head (sessions) */
-  gpu_buffer *cross_cache; /* [n_audio_ctx][d] words, written once per window (sessions) */
-} whisper_dec_block;
 
 /* Activations for one window and one token, allocated per session (pos: the
  * model's, shared). */
@@ -62,11 +51,12 @@ typedef struct whisper {
   gpu_rec *rec;                /* sessions only */
   wmel mel;
   gpu_linear conv0, conv1;
-  whisper_enc_block *enc;
+  tf_dims enc_dims, dec_dims;
+  tf_enc_block *enc;
   gpu_norm enc_ln;
   gpu_linear embed; /* token table and tied head */
   gpu_buffer *dec_pos;
-  whisper_dec_block *dec;
+  tf_dec_block *dec; /* a session's own copy: its caches */
   gpu_norm dec_ln;
   bpe tok;
   uint32_t att_heads; /* encoder heads per attention call: their scores fit one buffer */

@@ -1,0 +1,106 @@
+#include "nn/transformer.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/attention.h"
+#include "gpu/decode.h"
+#include "nn/weights.h"
+
+void tf_enc_block_free(tf_enc_block *b) {
+  gpu_linear *l[] = {&b->qkv, &b->out, &b->fc1, &b->fc2};
+  gpu_norm *n[] = {&b->ln_attn, &b->ln_ffn};
+  for (size_t i = 0; i < 4; i++) gpu_linear_free(l[i]);
+  for (size_t i = 0; i < 2; i++) w_norm_free(n[i]);
+}
+
+void tf_dec_block_free(tf_dec_block *b) {
+  gpu_linear *l[] = {&b->self_qkv, &b->self_out, &b->cross_q, &b->cross_kv, &b->cross_out,
+                     &b->fc1,      &b->fc2};
+  gpu_norm *n[] = {&b->ln_self, &b->ln_cross, &b->ln_ffn};
+  for (size_t i = 0; i < 7; i++) gpu_linear_free(l[i]);
+  for (size_t i = 0; i < 3; i++) w_norm_free(n[i]);
+}
+
+/* fc2(act(fc1(h))) added to x, over t rows of `stride` (wide: the inner rows). */
+static void mlp(gpu_rec *rec, const tf_dims *dm, const gpu_linear *fc1, const gpu_linear *fc2,
+                gpu_buffer *h, uint32_t stride, gpu_buffer *wide, gpu_buffer *x, uint32_t t) {
+  uint32_t w = gpu_linear_width(fc1);
+  gpu_gemm_strided(rec, h, stride, fc1, wide, t, dm->mlp == TF_GELU ? GPU_EPI_GELU : GPU_EPI_BIAS,
+                   0);
+  gpu_gemm_strided(rec, wide, w, fc2, x, t, GPU_EPI_RESIDUAL, 1.0f);
+}
+
+void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *b,
+                    const tf_enc_scratch *s, uint32_t t) {
+  uint32_t S = s->stride, d = dm->d, hd = dm->head_dim, a = tf_attn_width(dm);
+  uint32_t W = gpu_linear_width(&b->qkv), g = s->att_heads;
+  gpu_layer_norm(rec, s->x, 0, S, &b->ln_attn, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
+  if (dm->rot) {
+    gpu_rope r = *s->rope;
+    gpu_qk_norm_rope(rec, s->wide, 0, a, W, t, dm->heads, hd, NULL, NULL, &r);
+  }
+  for (uint32_t h = 0; h < dm->heads; h += g) { /* heads in groups whose scores fit a buffer */
+    gpu_attn at = {.q = {s->wide, h * hd, W}, .k = {s->wide, a + h * hd, W},
+                   .v = {s->wide, 2 * a + h * hd, W}, .o = {s->o, h * hd, S},
+                   .scores = s->scores, .t = t, .heads = g, .head_dim = hd};
+    gpu_attention(rec, &at);
+  }
+  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_layer_norm(rec, s->x, 0, S, &b->ln_ffn, s->h, 0, S, t, d, NULL, NULL);
+  mlp(rec, dm, &b->fc1, &b->fc2, s->h, S, s->wide, s->x, t);
+}
+
+void tf_cross_kv(gpu_rec *rec, const tf_dims *dm, tf_dec_block *blocks, uint32_t layers,
+                 gpu_buffer *enc, uint32_t stride, gpu_buffer *kv, uint32_t t) {
+  uint32_t a = tf_attn_width(dm);
+  for (uint32_t i = 0; i < layers; i++) { /* packed to f16 rows of K then V */
+    const gpu_linear *l = &blocks[i].cross_kv;
+    gpu_gemm_strided(rec, enc, stride, l, kv, t, GPU_EPI_BIAS, 0);
+    gpu_pack(rec, kv, 0, gpu_linear_width(l), blocks[i].cross_cache, 0, a, t, a);
+  }
+}
+
+void tf_dec_forward(gpu_rec *rec, const tf_dims *dm, const tf_dec_block *b,
+                    const tf_dec_scratch *s, uint32_t pos, uint32_t frames) {
+  uint32_t d = dm->d, heads = dm->heads, hd = dm->head_dim, a = tf_attn_width(dm);
+  gpu_layer_norm(rec, s->x, 0, d, &b->ln_self, s->h, 0, d, 1, d, NULL, NULL);
+  gpu_gemv(rec, s->h, 0, &b->self_qkv, s->qkv, 0, GPU_EPI_BIAS, 0);
+  if (dm->rot) {
+    gpu_rope r = {s->rope_table, dm->rot, pos};
+    gpu_qk_norm_rope(rec, s->qkv, 0, a, 3 * a, 1, heads, hd, NULL, NULL, &r);
+  }
+  gpu_pack(rec, s->qkv, a, 0, b->self_cache, pos * a, 0, 1, a);
+  gpu_attend(rec, s->qkv, 0, b->self_cache, 0, s->att, 0, pos + 1, heads, hd, s->att_scratch);
+  gpu_gemv(rec, s->att, 0, &b->self_out, s->x, 0, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_layer_norm(rec, s->x, 0, d, &b->ln_cross, s->h, 0, d, 1, d, NULL, NULL);
+  gpu_gemv(rec, s->h, 0, &b->cross_q, s->qkv, 0, GPU_EPI_BIAS, 0);
+  gpu_attend(rec, s->qkv, 0, b->cross_cache, 0, s->att, 0, frames, heads, hd, s->att_scratch);
+  gpu_gemv(rec, s->att, 0, &b->cross_out, s->x, 0, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_layer_norm(rec, s->x, 0, d, &b->ln_ffn, s->h, 0, d, 1, d, NULL, NULL);
+  gpu_gemv(rec, s->h, 0, &b->fc1, s->ff, 0, dm->mlp == TF_GELU ? GPU_EPI_GELU : GPU_EPI_BIAS, 0);
+  gpu_gemv(rec, s->ff, 0, &b->fc2, s->x, 0, GPU_EPI_RESIDUAL, 1.0f);
+}
+
+int tf_rope_table(uint32_t positions, uint32_t rot, float theta, float **out) {
+  *out = NULL;
+  if (rot < 2 || rot % 2 || positions == 0 || !(theta > 1.0f))
+    return err_set(STENO_ERR_INVALID, "rope table: %u dims, %u positions, theta %g", rot,
+                   positions, theta);
+  float *t = mem_alloc((size_t)positions * rot, sizeof *t);
+  if (!t) return STENO_ERR_NOMEM;
+  uint32_t half = rot / 2;
+  for (uint32_t p = 0; p < positions; p++)
+    for (uint32_t j = 0; j < half; j++) {
+      /* As transformers: inv_freq in f32, then the angle p·inv_freq in f32. */
+      float inv = (float)(1.0 / pow((double)theta, (double)(2 * j) / (double)rot));
+      float ang = (float)p * inv;
+      t[(size_t)p * rot + j] = cosf(ang);
+      t[(size_t)p * rot + half + j] = sinf(ang);
+    }
+  *out = t;
+  return 0;
+}
