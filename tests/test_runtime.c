@@ -72,6 +72,46 @@ static void transfers(gpu_device *d) {
   CHECK(strlen(steno_last_error()) > 0, "no message for a failed allocation");
 }
 
+/* Batched uploads (model loading): many buffers of many sizes, one crossing
+ * both staging halves, a download and a freed buffer in the middle (each sends
+ * what is queued first), then the rest at the end; every byte lands. */
+static void batched(gpu_device *d) {
+  enum { SMALL = 300, N = SMALL + 4 };
+  size_t sizes[N];
+  for (int i = 0; i < SMALL; i++) sizes[i] = 4 + (size_t)(i * 37 % 1024) * 4;
+  sizes[SMALL] = 4, sizes[SMALL + 1] = (3u << 20) / 4, sizes[SMALL + 2] = (40u << 20) / 4;
+  sizes[SMALL + 3] = 12345;
+  float *x[N];
+  gpu_buffer *b[N];
+  CHECK_OK(gpu_upload_batch(d, true));
+  for (int i = 0; i < N; i++) {
+    x[i] = test_random(sizes[i], (uint32_t)i + 100);
+    CHECK_OK(gpu_buffer_new(d, (sizes[i] + 8) * 4, &b[i]));
+    CHECK_OK(gpu_upload(b[i], 16, x[i], sizes[i] * 4));
+    if (i == SMALL + 1) { /* a download mid-batch sees what was queued before it */
+      float *y = test_floats(sizes[5]);
+      CHECK_OK(gpu_download(b[5], 16, y, sizes[5] * 4));
+      CHECK(!memcmp(x[5], y, sizes[5] * 4), "download mid-batch: the queued upload missing");
+      free(y);
+    }
+  }
+  gpu_buffer *gone;
+  CHECK_OK(gpu_buffer_new(d, 1 << 20, &gone));
+  CHECK_OK(gpu_upload(gone, 0, x[SMALL + 2], 1 << 20));
+  gpu_buffer_free(gone);
+  CHECK_OK(gpu_upload_batch(d, false));
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    float *y = test_floats(sizes[i]);
+    CHECK_OK(gpu_download(b[i], 16, y, sizes[i] * 4));
+    bad += memcmp(x[i], y, sizes[i] * 4) != 0;
+    free(y);
+    free(x[i]);
+    gpu_buffer_free(b[i]);
+  }
+  CHECK(bad == 0, "%d of %d batched uploads differ", bad, N);
+}
+
 static void bad_use(void) {
   gpu_kernel *k;
   CHECK(gpu_kernel_get(test_device(), "no_such_kernel", NULL, 0, &k) == STENO_ERR_INVALID,
@@ -344,6 +384,7 @@ int main(void) {
   chain(false);
   chain(true);
   transfers(test_device());
+  batched(test_device()); /* mapped memory: the batch changes nothing */
   /* The staged path a discrete GPU takes, on whatever device this is. */
   setenv("STENO_NO_MAP", "1", 1);
   gpu_device *staged;
@@ -352,6 +393,7 @@ int main(void) {
   if (staged) {
     CHECK(!gpu_device_info(staged)->unified, "STENO_NO_MAP ignored");
     transfers(staged);
+    batched(staged);
     gpu_close(staged);
   }
   bad_use();

@@ -56,7 +56,13 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
     st = gpu_open(&mp, &m->dev);
   }
   double t1 = time_now();
+  /* Uploads batched: one submission per 32 MiB of weights, not one per tensor. */
+  if (!st) st = gpu_upload_batch(m->dev, true);
   if (!st) st = m->fam->load(m->dev, f, &m->impl);
+  if (m && m->dev) {
+    int bs = gpu_upload_batch(m->dev, false);
+    if (!st) st = bs;
+  }
   if (!st) log_info("%s loaded in %.1f ms: file and device %.1f ms, weights %.1f ms", path,
                     (time_now() - t0) * 1e3, (t1 - t0) * 1e3, (time_now() - t1) * 1e3);
   gguf_close(f);

@@ -101,6 +101,14 @@ size_t gpu_buffer_size(const gpu_buffer *buf);
 int gpu_upload(gpu_buffer *buf, size_t offset, const void *data, size_t bytes);
 int gpu_download(gpu_buffer *buf, size_t offset, void *data, size_t bytes);
 
+/* Batched uploads (model loading): while on, a staged gpu_upload copies the
+ * data into staging and returns; the copies go to the GPU a staging half at a
+ * time, and all before any download or recorded run (gpu_upload_settle).
+ * Turning it off sends and waits for the rest. No effect on a unified device. */
+int gpu_upload_batch(gpu_device *dev, bool on);
+/* Sends and waits for the queued uploads (the batch stays on). */
+int gpu_upload_settle(gpu_device *dev);
+
 /* A new buffer holding a copy of `bytes` of `data`. */
 int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);
 

@@ -43,6 +43,16 @@ struct gpu_device {
   VkCommandBuffer xfer[2];
   VkFence xfer_fence[2];
   gpu_buffer *staging;
+  /* gpu_upload_batch: uploads are copied into the half being filled and their
+   * copies recorded in its command buffer, which is submitted when the half is
+   * full, and before any other transfer or submission; big copies into
+   * staging are split over `copiers`. */
+  bool batch;
+  int bhalf;          /* the half being filled */
+  size_t bfill;       /* its bytes used */
+  bool brecording;    /* xfer[bhalf] is open */
+  bool bpending[2];   /* a half's copies were submitted and not yet waited for */
+  struct pool *copiers;
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
   VkDebugUtilsMessengerEXT messenger; /* with STENO_VALIDATE */

@@ -259,6 +259,7 @@ static int cb_end(gpu_rec *r) {
 
 static int submit(gpu_rec *r) {
   VkDevice dev = r->d->dev;
+  TRY(gpu_upload_settle(r->d)); /* the kernels may read what a batch still holds */
   VkResult vr = vkResetFences(dev, 1, &r->fence[r->sub]);
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                      .pCommandBuffers = &r->cb[r->sub]};

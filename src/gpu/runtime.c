@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/pool.h"
 #include "gpu/internal.h"
 #include "gpu/spirv.h"
 
@@ -92,6 +93,7 @@ int gpu_buffer_host(gpu_device *d, size_t bytes, gpu_buffer **out) {
 void gpu_buffer_free(gpu_buffer *b) {
   if (!b) return;
   gpu_device *d = b->dev;
+  if (d->batch) gpu_upload_settle(d); /* no queued copy may land in freed memory */
   if (b->map) vkUnmapMemory(d->dev, b->mem);
   vkDestroyBuffer(d->dev, b->buf, NULL);
   vkFreeMemory(d->dev, b->mem, NULL);
@@ -174,6 +176,127 @@ static int check_range(const gpu_buffer *b, size_t offset, size_t bytes) {
   return 0;
 }
 
+/* ---- batched uploads (gpu_upload_batch); called with the device lock held ---- */
+
+/* Below this, one thread copies into staging: waking the others costs more. */
+#define COPY_TASK ((size_t)1 << 20)
+
+typedef struct {
+  char *dst;
+  const char *src;
+  size_t bytes, per;
+} copy_job;
+
+static void copy_task(void *ctx, int i) {
+  const copy_job *j = ctx;
+  size_t at = (size_t)i * j->per, n = j->bytes - at < j->per ? j->bytes - at : j->per;
+  memcpy(j->dst + at, j->src + at, n);
+}
+
+/* memcpy over the copiers: reading a model's pages and writing
+ * write-combined staging memory are each far from one core's bandwidth. */
+static void copy_wide(gpu_device *d, char *dst, const char *src, size_t bytes) {
+  int threads = d->copiers ? pool_threads(d->copiers) : 1;
+  if (bytes < 2 * COPY_TASK || threads < 2) {
+    memcpy(dst, src, bytes);
+    return;
+  }
+  size_t tasks = bytes / COPY_TASK < (size_t)threads ? bytes / COPY_TASK : (size_t)threads;
+  copy_job j = {dst, src, bytes, (bytes + tasks - 1) / tasks};
+  pool_run(d->copiers, (int)tasks, copy_task, &j);
+}
+
+/* Submits the half being filled (if it holds copies) and moves to the other,
+ * waiting for that one's last copies. */
+static int batch_next(gpu_device *d) {
+  int h = d->bhalf;
+  if (d->brecording) {
+    VkCommandBuffer cb = d->xfer[h];
+    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                             .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
+                         1, &after, 0, NULL, 0, NULL);
+    d->brecording = false;
+    VkResult r = vkEndCommandBuffer(cb);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                       .pCommandBuffers = &cb};
+    if (r == VK_SUCCESS) r = vkResetFences(d->dev, 1, &d->xfer_fence[h]);
+    if (r == VK_SUCCESS) r = gpu_queue_submit(d, &si, d->xfer_fence[h]);
+    if (r != VK_SUCCESS) return gpu_vk_error(r, "batched uploads");
+    d->bpending[h] = true;
+  }
+  d->bhalf = h ^ 1;
+  d->bfill = 0;
+  return staged_wait(d, d->bpending, d->bhalf);
+}
+
+/* Submits what is queued and waits for all of it. */
+static int batch_drain(gpu_device *d) {
+  int st = batch_next(d);
+  int w = staged_wait(d, d->bpending, d->bhalf ^ 1);
+  return st ? st : w;
+}
+
+/* Queues an upload: into staging now, the copy recorded for later. */
+static int batch_put(gpu_buffer *b, size_t offset, const char *host, size_t bytes) {
+  gpu_device *d = b->dev;
+  while (bytes) {
+    if (d->bfill == STAGING_HALF) TRY(batch_next(d));
+    int h = d->bhalf;
+    VkCommandBuffer cb = d->xfer[h];
+    if (!d->brecording) {
+      VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+      VkResult r = vkResetCommandBuffer(cb, 0);
+      if (r == VK_SUCCESS) r = vkBeginCommandBuffer(cb, &begin);
+      if (r != VK_SUCCESS) return gpu_vk_error(r, "starting batched uploads");
+      VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                                .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           0, 1, &before, 0, NULL, 0, NULL);
+      d->brecording = true;
+    }
+    size_t n = STAGING_HALF - d->bfill < bytes ? STAGING_HALF - d->bfill : bytes;
+    size_t at = (size_t)h * STAGING_HALF + d->bfill;
+    copy_wide(d, (char *)d->staging->map + at, host, n);
+    VkBufferCopy region = {.srcOffset = at, .dstOffset = offset, .size = n};
+    vkCmdCopyBuffer(cb, d->staging->buf, b->buf, 1, &region);
+    /* Regions stay 4-byte aligned (vkCmdCopyBuffer wants nothing more; kept for memcpy speed). */
+    d->bfill += (n + 15) & ~(size_t)15;
+    if (d->bfill > STAGING_HALF) d->bfill = STAGING_HALF;
+    host += n, offset += n, bytes -= n;
+  }
+  return 0;
+}
+
+int gpu_upload_batch(gpu_device *d, bool on) {
+  int st = 0;
+  pthread_mutex_lock(&d->lock);
+  if (on && !d->batch && d->staging) {
+    d->batch = true;
+    d->bfill = 0;
+    if (pool_new(pool_default_workers() < 7 ? pool_default_workers() : 7, &d->copiers))
+      d->copiers = NULL; /* one thread copies */
+  } else if (!on && d->batch) {
+    st = batch_drain(d);
+    d->batch = false;
+    pool_free(d->copiers);
+    d->copiers = NULL;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return st ? st : gpu_check_valid(d);
+}
+
+int gpu_upload_settle(gpu_device *d) {
+  int st = 0;
+  pthread_mutex_lock(&d->lock);
+  if (d->batch) st = batch_drain(d);
+  pthread_mutex_unlock(&d->lock);
+  return st;
+}
+
 /* Copies between host memory and b through the staging buffer, half of it
  * at a time: uploads fill one half while the other half's copy runs. */
 static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool to_device) {
@@ -181,6 +304,12 @@ static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool t
   int st = 0;
   bool pending[2] = {false, false};
   pthread_mutex_lock(&d->lock);
+  if (d->batch && to_device) {
+    st = batch_put(b, offset, host, bytes);
+    pthread_mutex_unlock(&d->lock);
+    return st;
+  }
+  if (d->batch) st = batch_drain(d); /* a download reads what was queued */
   for (size_t done = 0, i = 0; done < bytes && !st; i++) {
     int half = (int)(i % 2);
     size_t n = bytes - done < STAGING_HALF ? bytes - done : STAGING_HALF;
@@ -515,6 +644,7 @@ gpu_buffer *gpu_device_scratch(gpu_device *d, size_t bytes) {
 void gpu_close(gpu_device *d) {
   if (!d) return;
   if (d->dev) {
+    gpu_upload_batch(d, false);
     vkDeviceWaitIdle(d->dev);
     gpu_pcache_close(d);
     for (int i = 0; i < d->nkernels; i++) {
