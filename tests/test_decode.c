@@ -13,8 +13,9 @@
 #include "steno.h"
 
 static const gpu_epi epilogues[] = {GPU_EPI_BIAS, GPU_EPI_SILU,          GPU_EPI_RELU, GPU_EPI_RESIDUAL,
-                                    GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL, GPU_EPI_SCALE};
-#define NEPI 7
+                                    GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL, GPU_EPI_SCALE,
+                                    GPU_EPI_RELU2};
+#define NEPI 8
 
 /* A random [n][k] weight in type t (seed 1), its exact values in *wf, loaded with `nbias`
  * biases from `bias`. */

@@ -9,7 +9,8 @@
 #include "steno.h"
 
 static const gpu_epi epilogues[] = {GPU_EPI_BIAS, GPU_EPI_SILU,          GPU_EPI_RELU, GPU_EPI_RESIDUAL,
-                                    GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL, GPU_EPI_SCALE};
+                                    GPU_EPI_GELU, GPU_EPI_GELU_RESIDUAL, GPU_EPI_SCALE,
+                                    GPU_EPI_RELU2};
 
 /* dot[r][j] = a[r]·W[j] in double, then rounded: the reference sum. */
 static float *ref_dots(const float *a, const float *w, size_t m, size_t n, size_t k) {
@@ -141,9 +142,9 @@ int main(void) {
   const size_t ms[] = {1, 37, 70, 2100};
   float *bias = test_random(n + 64, 2);
   for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
-    one_layer(t, n, k, ms, 4, bias, n, 7);      /* with bias */
-    one_layer(t, n, k, ms, 4, bias, 0, 7);      /* zero bias */
-    one_layer(t, n, k, ms, 4, bias, n + 64, 7); /* dual outputs */
+    one_layer(t, n, k, ms, 4, bias, n, 8);      /* with bias */
+    one_layer(t, n, k, ms, 4, bias, 0, 8);      /* zero bias */
+    one_layer(t, n, k, ms, 4, bias, n + 64, 8); /* dual outputs */
   }
   /* k not a multiple of 32 (a tiny model's subsampling): weights padded at upload. */
   const size_t odd[] = {37, 70};
@@ -155,7 +156,7 @@ int main(void) {
    * 2 for the FFN below) and sums the pieces in gemm_reduce. */
   const size_t few[] = {1, 37};
   for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
-    one_layer(t, n, 2048, few, 2, bias, n, 7);
+    one_layer(t, n, 2048, few, 2, bias, n, 8);
     one_layer(t, n, 2048, few, 2, bias, n + 64, 2);
   }
   /* A real layer's shape: Parakeet 0.6B's FFN. */

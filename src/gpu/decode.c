@@ -35,7 +35,7 @@ static bool linear_ok(gpu_rec *rec, const char *op, const gpu_linear *l) {
 void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, gpu_buffer *c,
               uint32_t c_off, gpu_epi epi, float alpha) {
   if (!linear_ok(rec, "gemv", l)) return;
-  if (epi > GPU_EPI_SCALE) {
+  if (epi > GPU_EPI_RELU2) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemv: epilogue %d", (int)epi));
     return;
   }

@@ -17,6 +17,7 @@ typedef enum {
   GPU_EPI_GELU = 4,          /* erf GELU */
   GPU_EPI_GELU_RESIDUAL = 5, /* c += GELU(v) */
   GPU_EPI_SCALE = 6,         /* c = alpha · v (Parakeet's xscaling) */
+  GPU_EPI_RELU2 = 7,         /* relu(v)² (Nemotron-H's MLP and experts) */
 } gpu_epi;
 
 /* One weight stacked into a linear layer: `rows` rows of k values in the

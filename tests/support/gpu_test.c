@@ -74,6 +74,7 @@ float ref_epilogue(gpu_epi e, float alpha, float v, float old) {
     case GPU_EPI_GELU: return ref_gelu(v);
     case GPU_EPI_GELU_RESIDUAL: return old + ref_gelu(v);
     case GPU_EPI_SCALE: return alpha * v;
+    case GPU_EPI_RELU2: return v > 0 ? v * v : 0;
     default: return v;
   }
 }

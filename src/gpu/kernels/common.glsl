@@ -32,7 +32,7 @@ float gelu(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752
 
 // GEMM epilogues (gpu_epilogue): v = a·Wᵀ + b; old = the output's current value.
 const uint E_BIAS = 0, E_SILU = 1, E_RELU = 2, E_RESIDUAL = 3, E_GELU = 4, E_GELU_RESIDUAL = 5,
-           E_SCALE = 6;
+           E_SCALE = 6, E_RELU2 = 7;
 
 bool reads_output(uint mode) { return mode == E_RESIDUAL || mode == E_GELU_RESIDUAL; }
 
@@ -43,5 +43,6 @@ float epilogue(uint mode, float alpha, float v, float old) {
   if (mode == E_GELU) return gelu(v);
   if (mode == E_GELU_RESIDUAL) return old + gelu(v);
   if (mode == E_SCALE) return alpha * v;
+  if (mode == E_RELU2) return max(v, 0.0) * max(v, 0.0);
   return v;
 }
