@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Tiny Nemotron 3.5 Transcribe fixture: a random-init model (fixed seed) of
+transformers 5.25's Nemotron3_5TranscribeForConditionalGeneration, saved as an HF
+checkpoint, converted with scripts/convert_nemotron_transcribe.py (so the
+converter is exercised), and the reference tensors of its audio module on one
+clip in a .ref.gguf.
+
+The offline chunking (500 encoder frames with 50 of context each side, FIFO 40,
+cache update 300, speaker cache 188) is scaled down (12 / 3 / 3, FIFO 4, update
+5, cache 12) so that the 3.2 s clip runs four ASR chunks with context, and the
+diarization speaker cache overflows and is compressed.
+
+    python scripts/dump_nemotron_transcribe.py [--out tests/fixtures]
+
+Writes nemotron_transcribe_tiny.gguf and nemotron_transcribe_tiny.ref.gguf.
+Reference tensors (ne order, F32): pcm [n]; features [mels, frames] (raw log-mel,
+zero-padded to a multiple of 8 frames); features_norm (the ASR encoder's input);
+asr_states [d, T] (ASR encoder output before asr_norm); speaker_logits [S, frames];
+speaker_probs [S, T] (sigmoid averaged per encoder frame); speaker_activity [S, T]
+(0/1); audio_states [d, T] (asr_norm + speaker embedding); audio_embeds [d_lm, T]
+(projected). Keys: ref.valid_frames, ref.encoder_frames, and the decoder-side
+ref.prompt_ids / ref.generated_ids when generation runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import gguf
+from gguf import GGUFValueType as VT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import convert_nemotron_transcribe as conv  # noqa: E402
+
+NAME = "nemotron_transcribe_tiny"
+SEED = 1234
+SR = 16000
+N_SAMPLES = 51000  # 318 valid frames, 320 after padding: the last group is partly padding
+MELS = 16
+HEAD_SCALE = 20.0
+
+AUDIO = dict(
+    asr_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                    num_mel_bins=MELS),
+    diarization_config=dict(
+        audio_config=dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                          num_mel_bins=MELS),
+        head_config=dict(hidden_size=12, num_speakers=4, audio_hidden_size=24),
+        streaming_config=dict(speaker_cache_length=12, num_speakers=4),
+        chunk_length=12, chunk_left_context=3, chunk_right_context=3, fifo_length=4,
+        speaker_cache_update_period=5),
+)
+TEXT = dict(vocab_size=320, hidden_size=32, hybrid_override_pattern="M*E-", num_attention_heads=2,
+            num_key_value_heads=1, head_dim=16, intermediate_size=48, mamba_num_heads=4, mamba_head_dim=16,
+            ssm_state_size=8, n_groups=2, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+            moe_shared_expert_intermediate_size=24, chunk_size=16, bos_token_id=1, eos_token_id=2,
+            pad_token_id=0)
+WTS = dict(hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=20,
+           blank_token_id=19)
+
+
+def clip() -> np.ndarray:
+    """3.2 s of tones and noise bursts whose loudness changes (deterministic)."""
+    rng = np.random.default_rng(7)
+    t = np.arange(N_SAMPLES) / SR
+    x = 0.3 * np.sin(2 * np.pi * (220 + 180 * t) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 0.7 * t))
+    x += 0.2 * np.sin(2 * np.pi * 1250 * t) * (t > 1.4) * (t < 2.3)
+    x += 0.05 * rng.standard_normal(N_SAMPLES) * (1 + 3 * (t > 2.5))
+    return x.astype(np.float32)
+
+
+def build_model():
+    from transformers import Nemotron3_5TranscribeConfig, Nemotron3_5TranscribeForConditionalGeneration
+    cfg = Nemotron3_5TranscribeConfig(audio_config=AUDIO, text_config=TEXT, word_timestamp_config=WTS,
+                                      audio_token_id=TEXT["vocab_size"])
+    torch.manual_seed(SEED)
+    model = Nemotron3_5TranscribeForConditionalGeneration(cfg).eval()
+    g = torch.Generator().manual_seed(SEED)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not name.startswith(("model.audio_tower.", "model.multi_modal_projector.")):
+                continue
+            if p.ndim >= 2:  # 1/sqrt(fan_in): states that change through every layer
+                p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        # speaker logits far from 0 so that activities (p > 0.5) and the speaker cache's
+        # scores do not hang on rounding
+        head = model.model.audio_tower.diarization_model.classifier.out_proj
+        # (rows centred: the ReLU features are all positive, so an uncentred row gives one sign)
+        head.weight.sub_(head.weight.mean(1, keepdim=True)).mul_(HEAD_SCALE)
+        head.bias.zero_()
+    return model
+
+
+def features(pcm: np.ndarray):
+    from transformers import NemotronAsrStreamingFeatureExtractor
+    fe = NemotronAsrStreamingFeatureExtractor(feature_size=MELS, mel_filters_dtype="bfloat16")
+    out = fe(pcm, sampling_rate=SR, return_tensors="pt")
+    feats, mask = out["input_features"], out["attention_mask"].long()
+    pad = -feats.shape[1] % 8
+    feats = torch.nn.functional.pad(feats, (0, 0, 0, pad))
+    mask = torch.nn.functional.pad(mask, (0, pad))
+    return fe, feats, mask
+
+
+def references(model, feats, mask) -> dict:
+    from transformers.models.nemotron3_5_transcribe.modeling_nemotron3_5_transcribe import normalize_per_feature
+    tower = model.model.audio_tower
+    with torch.no_grad():
+        out = tower(feats, input_features_mask=mask)
+        s = tower.config.subsampling_factor
+        T = feats.shape[1] // s
+        probs = out.speaker_logits.sigmoid().unflatten(1, (T, -1)).mean(2)
+        act = (probs > tower.config.speaker_activity_threshold).float()
+        emb = model.model.multi_modal_projector(out.last_hidden_state)
+    margin = float((probs - tower.config.speaker_activity_threshold).abs().min())
+    print(f"speaker probability margin from the threshold: {margin:.4f}; active share {float(act.mean()):.2f}")
+    if margin < 0.004:
+        raise SystemExit("speaker activities too close to the threshold: pick another seed or scale")
+    return {"features": feats[0], "features_norm": normalize_per_feature(feats, mask)[0],
+            "asr_states": out.asr_last_hidden_state[0], "speaker_logits": out.speaker_logits[0],
+            "speaker_probs": probs[0], "speaker_activity": act[0], "audio_states": out.last_hidden_state[0],
+            "audio_embeds": emb[0]}
+
+
+def write_preprocessor(fe, d: Path) -> None:
+    fe.save_pretrained(str(d))
+    cfg = json.loads((d / "preprocessor_config.json").read_text())
+    assert cfg["mel_filters_dtype"] == "bfloat16" and cfg["feature_size"] == MELS
+
+
+def write_ref(path: Path, pcm, refs: dict, valid: int, T: int) -> None:
+    w = gguf.GGUFWriter(str(path), "steno-ref")
+    w.add_key_value("ref.model", f"{NAME}.gguf", VT.STRING)
+    w.add_key_value("ref.seed", SEED, VT.UINT32)
+    w.add_key_value("ref.source", f"transformers {__import__('transformers').__version__}, torch "
+                    f"{torch.__version__}", VT.STRING)
+    w.add_key_value("ref.valid_frames", valid, VT.UINT32)
+    w.add_key_value("ref.encoder_frames", T, VT.UINT32)
+    w.add_tensor("pcm", pcm)
+    for k, v in refs.items():
+        w.add_tensor(k, np.ascontiguousarray(v.float().numpy()))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
+    a = ap.parse_args()
+    pcm = clip()
+    model = build_model()
+    fe, feats, mask = features(pcm)
+    refs = references(model, feats, mask)
+    valid, T = int(mask.sum()), feats.shape[1] // 8
+    with tempfile.TemporaryDirectory() as tmp:
+        ck = Path(tmp) / NAME
+        model.save_pretrained(str(ck))
+        write_preprocessor(fe, ck)
+        conv.convert(ck, a.out / f"{NAME}.gguf", "f32", NAME)
+    write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T)
+    print(f"wrote {a.out}/{NAME}.gguf and .ref.gguf: {valid} valid frames, {T} encoder frames")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
