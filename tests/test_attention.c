@@ -18,6 +18,17 @@ typedef struct {
 
 #define AT(s, r, c) ((s).x[(s).off + (size_t)(r) * (s).stride + (c)])
 
+/* The chunked mask of the next one() (NeMo's chunked_limited): 0, or the
+ * chunk length and the chunks of left context. */
+static size_t test_chunk, test_left;
+
+/* Whether key j counts for query i under the chunked mask. */
+static bool chunk_kept(size_t i, size_t j) {
+  if (!test_chunk) return true;
+  size_t ci = i / test_chunk, cj = j / test_chunk;
+  return cj <= ci && ci - cj <= test_left;
+}
+
 /* The reference in double: o (at o_off, rows of o_stride) per head h and query
  * i; with pos.x, score(i, j) gains (q+v)_i·pos[j − i + t − 1]. */
 static void ref_attention(float *o, size_t o_off, size_t o_stride, rows_of q, rows_of k,
@@ -34,10 +45,10 @@ static void ref_attention(float *o, size_t o_off, size_t o_stride, rows_of q, ro
           if (pos.x) d += (double)AT(qv, i, c) * AT(pos, j + t - 1 - i, c);
         }
         s[j] = scale * d;
-        if (!mask || mask[j]) mx = fmax(mx, s[j]);
+        if ((!mask || mask[j]) && chunk_kept(i, j)) mx = fmax(mx, s[j]);
       }
       for (size_t j = 0; j < t; j++) {
-        s[j] = !mask || mask[j] ? exp(s[j] - mx) : 0;
+        s[j] = (!mask || mask[j]) && chunk_kept(i, j) ? exp(s[j] - mx) : 0;
         sum += s[j];
       }
       for (size_t c = h * hd; c < (h + 1) * hd; c++) {
@@ -83,7 +94,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
   gpu_buffer *ob = test_upload(o0, on), *mb = NULL, *sb;
   CHECK_OK(gpu_buffer_from(test_device(), mask, t * sizeof *mask, &mb));
   /* The scratch the path in use needs: flash attention's (plain only) is one float. */
-  size_t scratch = layout == RELATIVE
+  size_t scratch = layout == RELATIVE || test_chunk
                        ? gpu_attention_scratch((uint32_t)t, (uint32_t)heads)
                        : gpu_attention_scratch_on(test_device(), (uint32_t)t, (uint32_t)heads,
                                                   (uint32_t)hd);
@@ -100,6 +111,8 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
       .heads = (uint32_t)heads,
       .head_dim = (uint32_t)hd,
       .scale = scale,
+      .chunk = (uint32_t)test_chunk,
+      .left_chunks = (uint32_t)test_left,
   };
   gpu_rec *rec = test_rec();
   if (layout == RELATIVE) {
@@ -112,8 +125,8 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
   float *got = test_run_read(rec, ob, on);
   static const char *maskings[] = {"", " mask 30%", " all masked"};
   char what[160];
-  snprintf(what, sizeof what, "attention %s t=%zu heads=%zu head_dim=%zu scale=%g%s",
-           layouts[layout], t, heads, hd, sc, maskings[masking]);
+  snprintf(what, sizeof what, "attention %s t=%zu heads=%zu head_dim=%zu scale=%g%s chunk %zu/%zu",
+           layouts[layout], t, heads, hd, sc, maskings[masking], test_chunk, test_left);
   check_close(what, got, want, on, KERNEL_TOL);
   if (masking == MASK_ALL) {
     int finite = 1;
@@ -183,6 +196,15 @@ static void attentions(void) {
     for (int ti = 0; ti < 3; ti++)
       one(RELATIVE, rel_ts[ti], 2 + (hi + ti) % 2, rel_hds[hi], NO_MASK, 0);
   one(RELATIVE, 37, 3, 40, MASK_TAIL, 0);
+  /* chunked_limited: Nemotron's 14-frame chunks with 4 and 5 chunks of left
+   * context, a tiny 4/2 one, on relative and plain attention (no flash there). */
+  const size_t chunks[][2] = {{14, 4}, {14, 5}, {4, 2}, {1, 0}};
+  for (int c = 0; c < 4; c++) {
+    test_chunk = chunks[c][0], test_left = chunks[c][1];
+    one(RELATIVE, c == 2 ? 37 : 100, 2, 64, NO_MASK, 0);
+    one(PACKED, 100, 2, 64, c == 1 ? MASK_TAIL : NO_MASK, 0);
+  }
+  test_chunk = test_left = 0;
   bad_calls();
 }
 

@@ -9,20 +9,26 @@
 #include "gpu_test.h"
 #include "steno.h"
 
-/* 3×3/2 conv padding 1 per channel + bias over x [t][f][ch] (pixel stride xs), w [9][ch]:
- * [⌈t/2⌉][⌈f/2⌉][ch], sums in double. */
+/* Whether the references and stack() use NeMo's causal padding (2 before, 1 after). */
+static bool causal;
+
+/* A side after one conv of the current padding. */
+static size_t H(size_t n) { return causal ? gpu_halve_causal((uint32_t)n) : gpu_halve((uint32_t)n); }
+
+/* 3×3/2 conv padding 1 (causal: 2 before, 1 after) per channel + bias over x [t][f][ch] (pixel
+ * stride xs), w [9][ch]: [H(t)][H(f)][ch], sums in double. */
 static float *ref_depthwise(const float *x, size_t xs, const float *w, const float *b, size_t t,
                             size_t f, size_t ch) {
-  size_t to = gpu_halve((uint32_t)t), fo = gpu_halve((uint32_t)f);
+  size_t to = H(t), fo = H(f), pad = causal ? 2 : 1;
   float *y = test_floats(to * fo * ch);
   for (size_t r = 0; r < to; r++)
     for (size_t j = 0; j < fo; j++)
       for (size_t c = 0; c < ch; c++) {
         double s = b[c];
         for (size_t k = 0; k < 9; k++) {
-          size_t ti = 2 * r + k / 3, fi = 2 * j + k % 3; /* one past the input position */
-          if (ti >= 1 && ti <= t && fi >= 1 && fi <= f)
-            s += (double)w[k * ch + c] * x[((ti - 1) * f + fi - 1) * xs + c];
+          size_t ti = 2 * r + k / 3, fi = 2 * j + k % 3; /* pad past the input position */
+          if (ti >= pad && ti - pad < t && fi >= pad && fi - pad < f)
+            s += (double)w[k * ch + c] * x[((ti - pad) * f + fi - pad) * xs + c];
         }
         y[(r * fo + j) * ch + c] = (float)s;
       }
@@ -36,7 +42,7 @@ static float *ref_first(const float *mel, const float *w0, const float *b0, size
   for (size_t i = 0; i < t * f * ch; i++) wide[i] = mel[i / ch];
   float *y = ref_depthwise(wide, ch, w0, b0, t, f, ch);
   free(wide);
-  size_t n = (size_t)gpu_halve((uint32_t)t) * gpu_halve((uint32_t)f) * ch;
+  size_t n = H(t) * H(f) * ch;
   for (size_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;
   return y;
 }
@@ -126,8 +132,7 @@ static void stack(size_t t, size_t f, size_t ch, uint32_t chunk) {
     wn[i] = i == 4 || i == 8 ? ch * ch : i % 2 ? ch : 9 * ch; /* 4, 8: pointwise W */
     w[i] = test_random(wn[i], 31 + i);
   }
-  size_t t1 = gpu_halve(t), f1 = gpu_halve(f), t2 = gpu_halve(t1), f2 = gpu_halve(f1);
-  size_t t3 = gpu_halve(t2), f3 = gpu_halve(f2);
+  size_t t1 = H(t), f1 = H(f), t2 = H(t1), f2 = H(f1), t3 = H(t2), f3 = H(f2);
   float *first = ref_first(mel, w[0], w[1], t, f, ch);
   float *second = ref_depthwise(first, ch, w[2], w[3], t1, f1, ch);
   ref_pointwise(second, t2 * f2, w[4], w[5], ch);
@@ -153,15 +158,18 @@ static void stack(size_t t, size_t f, size_t ch, uint32_t chunk) {
   gpu_rec *rec = test_rec();
   for (uint32_t t0 = 0; t0 < t3; t0 += chunk) {
     uint32_t rows = t0 + chunk <= t3 ? chunk : (uint32_t)t3 - t0;
-    gpu_first_depthwise(rec, mb, wb[0], wb[1], wb[2], wb[3], a, t, f, ch, t0, 2 * rows + 1);
+    (causal ? gpu_first_depthwise_causal : gpu_first_depthwise)(rec, mb, wb[0], wb[1], wb[2],
+                                                              wb[3], a, t, f, ch, t0, 2 * rows + 1);
     gpu_gemm(rec, a, &pw[0], pa, (2 * rows + 1) * (uint32_t)f2, GPU_EPI_RELU, 0);
-    gpu_depthwise(rec, pa, width, wb[6], wb[7], y3, t2, f2, ch, t0, rows);
+    (causal ? gpu_depthwise_causal : gpu_depthwise)(rec, pa, width, wb[6], wb[7], y3, t2, f2, ch,
+                                                    t0, rows);
   }
   gpu_gemm(rec, y3, &pw[1], p3, (uint32_t)(t3 * f3), GPU_EPI_RELU, 0);
   gpu_flatten(rec, p3, width, out, t3, f3, ch);
   float *got = test_run_read(rec, out, t3 * f3 * ch);
   char what[128];
-  snprintf(what, sizeof what, "dw_striding t=%zu mel=%zu ch=%zu in chunks of %u", t, f, ch, chunk);
+  snprintf(what, sizeof what, "dw_striding%s t=%zu mel=%zu ch=%zu in chunks of %u",
+           causal ? " causal" : "", t, f, ch, chunk);
   check_close(what, got, want, t3 * f3 * ch, KERNEL_TOL);
 
   gpu_rec_free(rec);
@@ -245,6 +253,12 @@ int main(void) {
   stack(100, 128, 32, 4); /* Parakeet's 128 mels, t 100 → 13 rows in 4 chunks */
   stack(100, 80, 32, 5);  /* 80 mels */
   stack(100, 80, 32, 13); /* one chunk of everything */
+  causal = true;          /* Nemotron's CausalConv2D: 128 mels → 17 columns */
+  stack(100, 128, 32, 4);
+  stack(121, 128, 16, 16); /* a streaming chunk: 121 mel frames → 16 rows */
+  stack(105, 128, 8, 3);   /* the first one: 105 → 14 */
+  stack(25, 80, 8, 4);
+  causal = false;
   middle_chunk(37, 19, 7, 9, 5, 8);
   middle_chunk(19, 6, 3, 3, 9, 1); /* the last row: its input ends in padding */
   bad_arguments();

@@ -119,7 +119,8 @@ static int check_attn(const gpu_attn *a, bool relative, bool flash) {
 /* scores (with relative positions or not), softmax over the kept keys, values. */
 static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   gpu_device *d = gpu_rec_device(rec);
-  bool flash = use_flash(d, a->t, a->head_dim, relative);
+  /* Chunked masks are applied by the scores kernel: no flash path for them. */
+  bool flash = !a->chunk && use_flash(d, a->t, a->head_dim, relative);
   int st = check_attn(a, relative, flash);
   if (st) {
     gpu_rec_fail(rec, st);
@@ -150,8 +151,9 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
     uint32_t t, head_dim;
     float scale;
     uint32_t q_off, q_stride, k_off, k_stride, qv_off, qv_stride, pos_off, pos_stride;
+    uint32_t chunk, left_chunks;
   } sp = {t,         hd,        scale,      a->q.offset, a->q.stride, a->k.offset, a->k.stride,
-          qv.offset, qv.stride, pos.offset, pos.stride};
+          qv.offset, qv.stride, pos.offset, pos.stride,  a->chunk,    a->left_chunks};
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores};
   gpu_dispatch(rec, k, sb, 5, &sp, sizeof sp, tiles(t), tiles(t), a->heads);
 

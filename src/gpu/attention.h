@@ -31,6 +31,9 @@ typedef struct {
   /* Relative attention only (gpu_rel_attention), else zeros: */
   gpu_attn_slice qv;   /* q+v */
   gpu_attn_slice pos;  /* projected positions, 2t − 1 rows; row r is position t − 1 − r */
+  /* Chunked attention (NeMo's chunked_limited), 0: none. Key j counts for
+   * query i only when j/chunk is in [i/chunk − left_chunks, i/chunk]. */
+  uint32_t chunk, left_chunks;
 } gpu_attn;
 
 /* Floats of scores scratch an attention over t frames needs: heads·t². */
@@ -38,7 +41,7 @@ size_t gpu_attention_scratch(uint32_t t, uint32_t heads);
 
 /* The same on device d for plain attention (gpu_attention) over heads of
  * head_dim: 1 where flash attention (no scores) is used, as it is where its
- * probe passed and gpu_set_fast is on; relative attention needs the full size. */
+ * probe passed and gpu_set_fast is on; relative and chunked attention need the full size. */
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
                                 uint32_t head_dim);
 

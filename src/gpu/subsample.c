@@ -29,28 +29,62 @@ static bool shape_ok(gpu_rec *rec, const char *op, uint32_t t, uint32_t f, uint3
 
 static uint32_t groups(uint64_t n, uint32_t size) { return (uint32_t)((n + size - 1) / size); }
 
-void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
-                   gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
+/* The plain depthwise conv; causal: NeMo's CausalConv2D padding (2 before, 1 after). */
+static void depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
+                      gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows,
+                      bool causal) {
   const char *op = "depthwise";
-  uint32_t fo = gpu_halve(f);
+  uint32_t pad = causal ? 2 : 1, fo = causal ? gpu_halve_causal(f) : gpu_halve(f);
+  uint32_t to = causal ? gpu_halve_causal(t) : gpu_halve(t);
   if (!shape_ok(rec, op, t, f, ch, t0, rows, fo)) return;
-  if (x_stride < ch || t0 + rows > gpu_halve(t)) {
+  if (x_stride < ch || t0 + rows > to) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "depthwise: rows %u..+%u of %u, stride %u < %u",
-                              t0, rows, gpu_halve(t), x_stride, ch));
+                              t0, rows, to, x_stride, ch));
     return;
   }
   if (!rows) return;
-  /* x's rows: image rows 2·t0 − 1 up to the last one read. */
-  uint64_t last = 2 * (uint64_t)(t0 + rows) - 1 < t ? 2 * (uint64_t)(t0 + rows) - 1 : t - 1;
-  uint64_t xrows = last + 2 - 2 * (uint64_t)t0;
+  /* x's rows: image rows 2·t0 − pad up to the last one read. */
+  uint64_t last = 2 * (uint64_t)(t0 + rows) - pad;
+  if (last > t - 1) last = t - 1;
+  uint64_t xrows = last + 1 + pad - 2 * (uint64_t)t0;
   if (!holds(rec, op, "x", x, (xrows * f - 1) * x_stride + ch) ||
       !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
       !holds(rec, op, "y", y, (uint64_t)(t0 + rows) * fo * ch))
     return;
-  uint32_t spec = 0;
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", &spec, 1);
+  uint32_t spec[2] = {0, causal};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 2);
   uint32_t push[6] = {t, f, ch, x_stride, t0, rows};
   gpu_buffer *bufs[] = {x, w, b, y, w, b};
+  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+}
+
+void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
+                   gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
+  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, false);
+}
+
+void gpu_depthwise_causal(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w,
+                          gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch,
+                          uint32_t t0, uint32_t rows) {
+  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, true);
+}
+
+static void first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                            gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
+                            uint32_t ch, uint32_t t0, uint32_t rows, bool causal) {
+  const char *op = "first_depthwise";
+  uint32_t fo = causal ? gpu_halve_causal(gpu_halve_causal(f)) : gpu_halve(gpu_halve(f));
+  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !rows) return;
+  if (!holds(rec, op, "mel", mel, (uint64_t)t * f) ||
+      !holds(rec, op, "w0", w0, 9 * (uint64_t)ch) || !holds(rec, op, "b0", b0, ch) ||
+      !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
+      !holds(rec, op, "y", y, (uint64_t)rows * fo * ch))
+    return;
+  uint32_t spec[2] = {1, causal};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 2);
+  uint32_t push[6] = {t, f, ch, ch, t0, rows};
+  gpu_buffer *bufs[] = {mel, w, b, y, w0, b0};
   gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
                rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
 }
@@ -58,20 +92,13 @@ void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w
 void gpu_first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
                          gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
                          uint32_t ch, uint32_t t0, uint32_t rows) {
-  const char *op = "first_depthwise";
-  uint32_t fo = gpu_halve(gpu_halve(f));
-  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !rows) return;
-  if (!holds(rec, op, "mel", mel, (uint64_t)t * f) ||
-      !holds(rec, op, "w0", w0, 9 * (uint64_t)ch) || !holds(rec, op, "b0", b0, ch) ||
-      !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
-      !holds(rec, op, "y", y, (uint64_t)rows * fo * ch))
-    return;
-  uint32_t spec = 1;
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", &spec, 1);
-  uint32_t push[6] = {t, f, ch, ch, t0, rows};
-  gpu_buffer *bufs[] = {mel, w, b, y, w0, b0};
-  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
-               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, false);
+}
+
+void gpu_first_depthwise_causal(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                                gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
+                                uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
+  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, true);
 }
 
 void gpu_flatten(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *y, uint32_t t,

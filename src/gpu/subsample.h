@@ -18,6 +18,9 @@
 /* The side after one 3×3 stride-2 padding-1 conv: ⌈n/2⌉. */
 static inline uint32_t gpu_halve(uint32_t n) { return n / 2 + n % 2; }
 
+/* The side after one causal conv (NeMo's CausalConv2D: 2 before, 1 after): ⌊n/2⌋ + 1. */
+static inline uint32_t gpu_halve_causal(uint32_t n) { return n / 2 + 1; }
+
 /* Depthwise 3×3/2 conv + bias (w [9][ch], b [ch]) of the image [t][f][ch] into output rows
  * t0..t0+rows of y [⌈t/2⌉][⌈f/2⌉][ch]. x holds the image's rows from 2·t0 − 1 on (at t0 = 0
  * its row 0 is padding, never read); x_stride (≥ ch) floats from one pixel of x to the next. */
@@ -30,6 +33,16 @@ void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w
 void gpu_first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
                          gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
                          uint32_t ch, uint32_t t0, uint32_t rows);
+
+/* The same two with NeMo's CausalConv2D padding (cache-aware streaming
+ * models): 2 before and 1 after on both axes, so a side of n becomes
+ * gpu_halve_causal(n), and the rows x and y hold start at 2·t0 − 2. */
+void gpu_depthwise_causal(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w,
+                          gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch,
+                          uint32_t t0, uint32_t rows);
+void gpu_first_depthwise_causal(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                                gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
+                                uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows);
 
 /* x [t][f][ch] (pixel stride x_stride ≥ ch) → y [t][ch·f], channel-major: y[r][c·f + j] =
  * x[r][j][c], as NeMo's x.transpose(1, 2).reshape(b, t, c·f). */

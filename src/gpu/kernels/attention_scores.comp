@@ -13,6 +13,10 @@
 //           device's storage buffer range (often 4 GiB: t ≈ 16000 for 4
 //           heads, 11000 for 8)
 //
+// With chunk > 0 (NeMo's chunked_limited attention), key j counts for query i
+// only when j/chunk is in [i/chunk − left_chunks, i/chunk]; other scores are
+// written as −1e30, which the softmax turns into exact zeros.
+//
 // Tile: 64 queries × 64 keys of one head per workgroup of 16×16, 4×4 scores
 // per invocation, head_dim in steps of 8 through shared memory (with RELATIVE
 // also the tile's 127 pos rows; 10 KiB in all). Columns past head_dim and rows
@@ -31,7 +35,14 @@ layout(push_constant) uniform Push {
   float scale;
   uint q_off, q_stride, k_off, k_stride;
   uint qv_off, qv_stride, pos_off, pos_stride;
+  uint chunk, left_chunks;
 } p;
+
+bool kept(uint i, uint j) {
+  if (p.chunk == 0) return true;
+  uint ci = i / p.chunk, cj = j / p.chunk;
+  return cj <= ci && ci - cj <= p.left_chunks;
+}
 
 const uint T = 64, KSTEP = 8, PROWS = 2 * T - 1, WG = 256;
 shared float qs[KSTEP][T + 1], ks[KSTEP][T + 1], qvs[KSTEP][T + 1];
@@ -89,7 +100,7 @@ void main() {
     if (i >= p.t) continue;
     for (uint b = 0; b < 4; b++) {
       uint j = j0 + tx + 16 * b;
-      if (j < p.t) s[(h * p.t + i) * p.t + j] = p.scale * acc[a][b];
+      if (j < p.t) s[(h * p.t + i) * p.t + j] = kept(i, j) ? p.scale * acc[a][b] : -1e30;
     }
   }
 }

@@ -20,10 +20,17 @@
 // gets `rows` rows of [⌈⌈f/2⌉/2⌉][ch]: output rows 2·t0−1.. (what the FIRST = 0
 // conv of output rows t0.. reads), rows outside the output written as 0.
 //
+// CAUSAL = 1 (NeMo's CausalConv2D, cache-aware streaming models): every 3×3
+// conv pads 2 before and 1 after, on both axes, instead of 1 and 1: input
+// index 2o − 2 + k for output o, and a side of n becomes ⌊n/2⌋ + 1. The rows
+// x and y hold start at 2·t0 − 2 instead of 2·t0 − 1.
+//
 // One invocation per output value; workgroups of 64 along j·ch + c, one
 // output row per workgroup y (more rows in a loop). All in f32.
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint FIRST = 0;
+layout(constant_id = 1) const uint CAUSAL = 0;
+const int PAD = CAUSAL == 1 ? 2 : 1; // padding before each conv's input
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
@@ -38,18 +45,18 @@ layout(push_constant) uniform Push {
   uint t0, rows;
 } p;
 
-uint halve(uint n) { return (n + 1) / 2; }
+uint halve(uint n) { return CAUSAL == 1 ? n / 2 + 1 : (n + 1) / 2; }
 
 // Output (r, j, c) of the plain depthwise conv.
 float depthwise(int r, int j, uint c) {
-  int t = int(p.t), f = int(p.f), first = 2 * int(p.t0) - 1;
+  int t = int(p.t), f = int(p.f), first = 2 * int(p.t0) - PAD;
   float acc = b[c];
   for (int dt = 0; dt < 3; dt++) {
-    int ti = 2 * r - 1 + dt;
+    int ti = 2 * r - PAD + dt;
     if (ti < 0 || ti >= t) continue;
     uint row = uint(ti - first) * p.f;
     for (int df = 0; df < 3; df++) {
-      int fi = 2 * j - 1 + df;
+      int fi = 2 * j - PAD + df;
       if (fi < 0 || fi >= f) continue;
       acc += w[(3 * dt + df) * p.ch + c] * x[(row + uint(fi)) * p.x_stride + c];
     }
@@ -61,21 +68,21 @@ float depthwise(int r, int j, uint c) {
 float first_depthwise(int r, int j, uint c) {
   int t = int(p.t), f = int(p.f);
   int t1 = int(halve(p.t)), f1 = int(halve(p.f));
-  // mel rows 4r−3.. and columns 4j−3.. (zero outside): all that 9 conv0 outputs see.
+  // mel rows 4r−3·PAD.. and columns 4j−3·PAD.. (zero outside): all that 9 conv0 outputs see.
   float m[7][7];
   for (int a = 0; a < 7; a++)
     for (int e = 0; e < 7; e++) {
-      int ti = 4 * r - 3 + a, fi = 4 * j - 3 + e;
+      int ti = 4 * r - 3 * PAD + a, fi = 4 * j - 3 * PAD + e;
       m[a][e] = ti >= 0 && ti < t && fi >= 0 && fi < f ? x[ti * f + fi] : 0.0;
     }
   float w0c[9];
   for (int k = 0; k < 9; k++) w0c[k] = w0[k * p.ch + c];
   float acc = b[c];
   for (int dt = 0; dt < 3; dt++) {
-    int s = 2 * r - 1 + dt;
+    int s = 2 * r - PAD + dt;
     if (s < 0 || s >= t1) continue; // padding of conv0's output: 0, not ReLU(b0)
     for (int df = 0; df < 3; df++) {
-      int u = 2 * j - 1 + df;
+      int u = 2 * j - PAD + df;
       if (u < 0 || u >= f1) continue;
       float v = b0[c];
       for (int et = 0; et < 3; et++)
@@ -94,7 +101,7 @@ void main() {
   uint c = e % p.ch;
   for (uint i = gl_WorkGroupID.y; i < p.rows; i += gl_NumWorkGroups.y) {
     if (FIRST == 1) {
-      int r = 2 * int(p.t0) - 1 + int(i);
+      int r = 2 * int(p.t0) - PAD + int(i);
       bool inside = r >= 0 && r < int(halve(halve(p.t)));
       y[i * fo * p.ch + e] = inside ? first_depthwise(r, j, c) : 0.0;
     } else {
