@@ -55,13 +55,16 @@ static void im2cols(void) {
 
 static float ref_silu_d(double x) { return (float)(x / (1.0 + exp(-x))); }
 
+/* Whether conv_glu_case's depthwise conv is causal (kernel − 1 taps before, none after). */
+static bool causal;
+
 /* The conv module's middle in double: GLU, depthwise conv + bias, norm, SiLU. */
 static void ref_conv_glu(const float *h, uint32_t h_off, uint32_t h_stride, const float *w,
                          const float *wb, uint32_t kernel, const float *g, const float *b,
                          gpu_conv_norm mode, float *y, uint32_t y_off, uint32_t y_stride,
                          uint32_t t, uint32_t ch) {
   double *v = malloc(ch * sizeof *v);
-  long pad = kernel / 2;
+  long pad = causal ? (long)kernel - 1 : kernel / 2;
   for (uint32_t i = 0; i < t; i++) {
     double mean = 0, var = 0;
     for (uint32_t c = 0; c < ch; c++) {
@@ -95,14 +98,15 @@ static void conv_glu_case(uint32_t t, uint32_t ch, uint32_t kernel, gpu_conv_nor
   memcpy(want, y0, yn * sizeof *want);
   ref_conv_glu(h, h_off, h_stride, w, wb, kernel, g, b, mode, want, y_off, y_stride, t, ch);
   gpu_buffer *hb = test_upload(h, hn), *yb = test_upload(y0, yn);
-  gpu_dwconv dw = {test_upload(w, ch * kernel), test_upload(wb, ch), kernel};
+  gpu_dwconv dw = {test_upload(w, ch * kernel), test_upload(wb, ch), kernel, causal};
   gpu_norm n = {test_upload(g, ch), test_upload(b, ch), EPS};
   gpu_rec *rec = test_rec();
   gpu_conv_glu(rec, hb, h_off, h_stride, &dw, &n, mode, yb, y_off, y_stride, t, ch);
   float *got = test_run_read(rec, yb, yn);
   char what[160];
-  snprintf(what, sizeof what, "conv_glu t=%u ch=%u kernel=%u %s h=%u/%u y=%u/%u", t, ch, kernel,
-           mode == GPU_CONV_AFFINE ? "affine" : "layer_norm", h_off, h_stride, y_off, y_stride);
+  snprintf(what, sizeof what, "conv_glu t=%u ch=%u kernel=%u%s %s h=%u/%u y=%u/%u", t, ch, kernel,
+           causal ? " causal" : "", mode == GPU_CONV_AFFINE ? "affine" : "layer_norm", h_off,
+           h_stride, y_off, y_stride);
   check_close(what, got, want, yn, KERNEL_TOL);
   free(got);
   gpu_rec_free(rec);
@@ -126,6 +130,12 @@ static void conv_glus(void) {
   conv_glu_case(3, 192, 9, GPU_CONV_LAYER_NORM, 0, 384, 0, 192);
   conv_glu_case(1, 192, 5, GPU_CONV_AFFINE, 0, 384, 0, 192);
   conv_glu_case(37, 100, 1, GPU_CONV_LAYER_NORM, 0, 200, 0, 100);
+  /* Causal (Nemotron: kernel 9, LayerNorm; the tiny fixture's 5), and shorter than the kernel. */
+  causal = true;
+  conv_glu_case(37, 1024, 9, GPU_CONV_LAYER_NORM, 5, 2 * 1024 + 64, 3, 1024 + 32);
+  conv_glu_case(22, 32, 5, GPU_CONV_LAYER_NORM, 0, 64, 0, 32);
+  conv_glu_case(3, 192, 9, GPU_CONV_AFFINE, 0, 384, 0, 192);
+  causal = false;
 }
 
 static void expect_invalid(gpu_rec *rec, const char *what) {

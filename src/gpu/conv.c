@@ -55,8 +55,9 @@ void gpu_conv_glu(gpu_rec *rec, gpu_buffer *h, uint32_t h_off, uint32_t h_stride
   struct {
     uint32_t t, ch, kernel, norm;
     float eps;
-    uint32_t h_off, h_stride, y_off, y_stride;
-  } push = {t, ch, dw->kernel, mode, n->eps, h_off, h_stride, y_off, y_stride};
+    uint32_t h_off, h_stride, y_off, y_stride, left;
+  } push = {t,     ch,       dw->kernel, mode,     n->eps,
+            h_off, h_stride, y_off,      y_stride, dw->causal ? dw->kernel - 1 : dw->kernel / 2};
   gpu_device *d = gpu_rec_device(rec);
   bool fast = gpu_fast_used(d, GPU_FAST_CONV_GLU);
   gpu_kernel *k = gpu_rec_kernel(rec, fast ? "conv_glu_fast" : "conv_glu", NULL, 0);

@@ -25,10 +25,13 @@ void gpu_im2col(gpu_rec *rec, gpu_buffer *x, uint32_t x_off, uint32_t x_stride, 
  * per-channel affine x·g + b (BatchNorm folded at load; eps unused). */
 typedef enum { GPU_CONV_LAYER_NORM = 0, GPU_CONV_AFFINE = 1 } gpu_conv_norm;
 
-/* A depthwise conv1d: weight [ch][kernel] and bias [ch] (f32); odd kernel, centred. */
+/* A depthwise conv1d: weight [ch][kernel] and bias [ch] (f32); odd kernel,
+ * centred, or causal (kernel − 1 taps before the row, none after: the
+ * cache-aware streaming models' conv_context [k − 1, 0]). */
 typedef struct {
   gpu_buffer *w, *b;
   uint32_t kernel;
+  bool causal;
 } gpu_dwconv;
 
 /* y [t][ch] = SiLU(norm(depthwise(GLU(h)))), h [t][2·ch] (value | gate);

@@ -2,7 +2,8 @@
 // conv_glu (portable): the Conformer conv module between its pointwise convs.
 // For each row i < t and channel c < ch:
 //   glu(s, c) = h[s][c] · sigmoid(h[s][ch + c])
-//   v[i][c]   = bias[c] + Σ_k w[c][k] · glu(i + k − kernel/2, c)  (rows outside 0..t−1 are 0)
+//   v[i][c]   = bias[c] + Σ_k w[c][k] · glu(i + k − left, c)  (rows outside 0..t−1 are 0)
+//   left = kernel/2 (centred), or kernel − 1 (causal: NeMo's conv_context [k−1, 0])
 //   y[i][c]   = SiLU(norm(v[i])[c]), norm = LayerNorm over ch (g, b, eps) or v·g[c] + b[c]
 //
 // h    f32 (binding 0): row s at h_off + s·h_stride, 2·ch values (GLU value | gate)
@@ -32,6 +33,7 @@ layout(push_constant) uniform Push {
   uint t, ch, kernel, norm;
   float eps;
   uint h_off, h_stride, y_off, y_stride;
+  uint left; // taps before the row: kernel/2 (centred) or kernel − 1 (causal)
 } p;
 
 shared float red[WG];
@@ -51,7 +53,7 @@ float wg_sum(float v) {
 
 // The depthwise conv of the GLU output at row i, channel c, plus its bias.
 float conv(uint i, uint c) {
-  int first = int(i) - int(p.kernel / 2);
+  int first = int(i) - int(p.left);
   float acc = 0.0;
   for (uint k = 0; k < p.kernel; k++) {
     int s = first + int(k);

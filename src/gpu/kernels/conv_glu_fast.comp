@@ -25,11 +25,12 @@ layout(push_constant) uniform Push {
   uint t, ch, kernel, norm;
   float eps;
   uint h_off, h_stride, y_off, y_stride;
+  uint left; // taps before the row: kernel/2 (centred) or kernel − 1 (causal)
 } p;
 
 // The depthwise conv of the GLU output at row i, channel c, plus its bias.
 float conv(uint i, uint c) {
-  int first = int(i) - int(p.kernel / 2);
+  int first = int(i) - int(p.left);
   float acc = 0.0;
   for (uint k = 0; k < p.kernel; k++) {
     int s = first + int(k);
