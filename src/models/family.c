@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "models/gigaam/gigaam.h"
 #include "models/parakeet/parakeet.h"
 #include "models/whisper/whisper.h"
 
@@ -17,6 +18,20 @@ static int parakeet_transcribe_any(void *s, const float *pcm, size_t n,
                                    const steno_transcribe_params *p, steno_result **out) {
   transducer_abort stop = {p->abort, p->abort_user};
   return parakeet_transcribe(s, pcm, n, &stop, out);
+}
+
+static int gigaam_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return gigaam_load(dev, f, (gigaam **)m);
+}
+static void gigaam_free_any(void *m) { gigaam_free(m); }
+static int gigaam_session_new_any(void *m, void **s) {
+  return gigaam_session_new(m, (gigaam_session **)s);
+}
+static void gigaam_session_free_any(void *s) { gigaam_session_free(s); }
+static int gigaam_transcribe_any(void *s, const float *pcm, size_t n,
+                                 const steno_transcribe_params *p, steno_result **out) {
+  transducer_abort stop = {p->abort, p->abort_user};
+  return gigaam_transcribe(s, pcm, n, &stop, out);
 }
 
 static int whisper_load_any(gpu_device *dev, const gguf_file *f, void **m) {
@@ -36,6 +51,10 @@ static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
      parakeet_session_free_any, parakeet_transcribe_any, 0},
+    /* Full attention too; GigaAM was trained on utterances of up to about 25 s
+     * (transcribe.cpp warns past that), so pieces are split there. */
+    {"gigaam", gigaam_load_any, gigaam_free_any, gigaam_session_new_any,
+     gigaam_session_free_any, gigaam_transcribe_any, 25},
     /* Its own seek through 30 s windows handles any length; pieces of up to 5 min keep
      * transformers' long-form behaviour (one mel maximum over the piece) with bounded memory. */
     {"whisper", whisper_load_any, whisper_free_any, whisper_session_new_any,
@@ -48,4 +67,4 @@ const family *family_find(const char *arch) {
   return NULL;
 }
 
-const char *family_names(void) { return "parakeet, whisper"; }
+const char *family_names(void) { return "parakeet, gigaam, whisper"; }

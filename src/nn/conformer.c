@@ -50,6 +50,39 @@ static int ffn(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, 
   return st;
 }
 
+/* Rotary: q|k stacked with their biases, v and out alone. */
+static int rotary_attention(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
+                            conformer_block *b) {
+  char kq[128], kk[128], key[128];
+  size_t d = dims->d;
+  float *bias = mem_alloc(2 * d, sizeof *bias), *part = NULL;
+  if (!bias) return STENO_ERR_NOMEM;
+  static const char *const parts[2] = {"attn.linear_q.bias", "attn.linear_k.bias"};
+  int st = 0;
+  for (int p = 0; p < 2 && !st; p++) {
+    st = bias_or_zero(f, dims, name(key, sizeof key, i, parts[p]), d, &part);
+    if (!st) memcpy(bias + p * d, part, d * sizeof *bias);
+    free(part);
+    part = NULL;
+  }
+  const char *names[2] = {name(kq, sizeof kq, i, "attn.linear_q.weight"),
+                          name(kk, sizeof kk, i, "attn.linear_k.weight")};
+  int64_t rows[2] = {(int64_t)d, (int64_t)d};
+  if (!st) st = w_linear(dev, f, names, 2, rows, (int64_t)d, W_LINEAR_TYPES, bias, 2 * d, &b->qkv);
+  free(bias);
+  static const char *const single[2][2] = {{"attn.linear_v.weight", "attn.linear_v.bias"},
+                                           {"attn.linear_out.weight", "attn.linear_out.bias"}};
+  gpu_linear *out[2] = {&b->v, &b->out};
+  for (int p = 0; p < 2 && !st; p++) {
+    st = bias_or_zero(f, dims, name(key, sizeof key, i, single[p][1]), d, &part);
+    names[0] = name(kq, sizeof kq, i, single[p][0]);
+    if (!st) st = w_linear(dev, f, names, 1, rows, (int64_t)d, W_LINEAR_TYPES, part, d, out[p]);
+    free(part);
+    part = NULL;
+  }
+  return st;
+}
+
 /* q|k|v stacked, biases (q + u | k | v) and q + v as the dual outputs. */
 static int attention(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
                      conformer_block *b) {
@@ -121,8 +154,12 @@ static int conv_module(gpu_device *dev, const gguf_file *f, const conformer_dims
   if (!st) st = gpu_buffer_from(dev, w, d * dims->kernel * sizeof *w, &b->dw.w);
   if (!st) st = bias_or_zero(f, dims, name(key, sizeof key, i, "conv.depthwise.bias"), d, &bias);
   if (!st) st = gpu_buffer_from(dev, bias, d * sizeof *bias, &b->dw.b);
-  if (!st) st = w_host(f, name(key, sizeof key, i, "conv.bn.weight"), W_F32, d, true, &g);
-  if (!st) st = w_host(f, name(key, sizeof key, i, "conv.bn.bias"), W_F32, d, true, &beta);
+  const char *nn = dims->conv_norm_name ? dims->conv_norm_name : "conv.bn";
+  char part[64];
+  snprintf(part, sizeof part, "%s.weight", nn);
+  if (!st) st = w_host(f, name(key, sizeof key, i, part), W_F32, d, true, &g);
+  snprintf(part, sizeof part, "%s.bias", nn);
+  if (!st) st = w_host(f, name(key, sizeof key, i, part), W_F32, d, true, &beta);
   b->conv_mode = dims->conv_ln ? GPU_CONV_LAYER_NORM : GPU_CONV_AFFINE;
   b->conv_norm.eps = LN_EPS;
   if (!st && !dims->conv_ln) {
@@ -156,7 +193,7 @@ int conformer_load(gpu_device *dev, const gguf_file *f, const conformer_dims *di
     st = w_norm(dev, f, name(key, sizeof key, i, norms[n].suffix), dims->d, LN_EPS, norms[n].n);
   if (!st) st = ffn(dev, f, dims, i, "ff1", &b->ff1_up, &b->ff1_down);
   if (!st) st = ffn(dev, f, dims, i, "ff2", &b->ff2_up, &b->ff2_down);
-  if (!st) st = attention(dev, f, dims, i, b);
+  if (!st) st = dims->rotary ? rotary_attention(dev, f, dims, i, b) : attention(dev, f, dims, i, b);
   if (!st) st = conv_module(dev, f, dims, i, b);
   if (st) conformer_free(b);
   return st;
@@ -167,7 +204,7 @@ void conformer_free(conformer_block *b) {
                        &b->conv_norm};
   for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) w_norm_free(norms[i]);
   gpu_linear *lin[] = {&b->ff1_up, &b->ff1_down, &b->ff2_up, &b->ff2_down, &b->qkv,
-                       &b->pos,    &b->out,      &b->pw1,    &b->pw2};
+                       &b->pos,    &b->out,      &b->pw1,    &b->pw2,      &b->v};
   for (size_t i = 0; i < sizeof lin / sizeof *lin; i++) gpu_linear_free(lin[i]);
   gpu_buffer_free(b->dw.w);
   gpu_buffer_free(b->dw.b);
@@ -203,7 +240,27 @@ void conformer_scratch_free(conformer_scratch *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* RoPE table row p: head_dim/2 cosines then sines of p·inv_j, inv_j =
+ * 1/base^(2j/head_dim), in f32 as GigaAM's RotaryPositionalEmbedding builds it. */
+static int rope_table(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
+  size_t hd = dims->d / dims->heads, half = hd / 2;
+  float *tab = mem_alloc((size_t)t * hd, sizeof *tab);
+  if (!tab) return STENO_ERR_NOMEM;
+  for (size_t j = 0; j < half; j++) {
+    float inv = 1.0f / powf(dims->rope_base, (float)(2 * j) / (float)hd);
+    for (size_t p = 0; p < t; p++) {
+      float a = (float)p * inv;
+      tab[p * hd + j] = cosf(a);
+      tab[p * hd + half + j] = sinf(a);
+    }
+  }
+  int st = gpu_upload(s->pe, 0, tab, (size_t)t * hd * sizeof *tab);
+  free(tab);
+  return st;
+}
+
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
+  if (dims->rotary) return rope_table(dims, t, s);
   size_t rows = 2 * (size_t)t - 1, S = s->stride, d = dims->d;
   float *pe = mem_alloc(rows * S, sizeof *pe);
   if (!pe) return STENO_ERR_NOMEM;
@@ -221,15 +278,10 @@ int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratc
   return st;
 }
 
-void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
-                       conformer_scratch *s, uint32_t t) {
+/* Relative-position self-attention (NeMo's) of LN(x), added to x. */
+static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
+                                 conformer_scratch *s, uint32_t t) {
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads;
-  /* ½ FFN */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, t, GPU_EPI_SILU, 0);
-  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, t,
-                   GPU_EPI_RESIDUAL, 0.5f);
-  /* relative-position self-attention */
   gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, t, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
   gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
@@ -248,6 +300,45 @@ void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer
   };
   gpu_rel_attention(rec, &a);
   gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+}
+
+/* Rotary self-attention (GigaAM's) of y = LN(x), added to x: the LayerNorm
+ * also writes y rotated into o, q|k come from that, v from y (into p). */
+static void record_rotary_attention(gpu_rec *rec, const conformer_dims *dims,
+                                    const conformer_block *b, conformer_scratch *s, uint32_t t) {
+  uint32_t S = s->stride, d = dims->d, hd = d / dims->heads;
+  gpu_rope rope = {.table = s->pe, .dim = hd, .pos = 0};
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, t, d, &rope, s->o);
+  gpu_gemm_strided(rec, s->o, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
+  gpu_gemm_strided(rec, s->h, S, &b->v, s->p, t, GPU_EPI_BIAS, 0);
+  uint32_t W = gpu_linear_width(&b->qkv), V = gpu_linear_width(&b->v);
+  gpu_attn a = {
+      .q = {s->wide, 0, W},
+      .k = {s->wide, d, W},
+      .v = {s->p, 0, V},
+      .o = {s->o, 0, S},
+      .scores = s->scores,
+      .t = t,
+      .heads = dims->heads,
+      .head_dim = hd,
+  };
+  gpu_attention(rec, &a);
+  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+}
+
+void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
+                       conformer_scratch *s, uint32_t t) {
+  uint32_t S = s->stride, d = dims->d;
+  /* ½ FFN */
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, t, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, t, GPU_EPI_SILU, 0);
+  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, t,
+                   GPU_EPI_RESIDUAL, 0.5f);
+  /* self-attention */
+  if (dims->rotary)
+    record_rotary_attention(rec, dims, b, s, t);
+  else
+    record_rel_attention(rec, dims, b, s, t);
   /* conv module */
   gpu_layer_norm(rec, s->x, 0, S, &b->norm_conv, s->h, 0, S, t, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->pw1, s->wide, t, GPU_EPI_BIAS, 0);

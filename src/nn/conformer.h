@@ -1,6 +1,12 @@
 /* The FastConformer block (Parakeet; GigaAM shares it): ½ FFN, relative-
  * position self-attention, conv module, ½ FFN, LayerNorm, each sub-layer
- * pre-normed with a residual. Activations are [t][stride] f32 rows. */
+ * pre-normed with a residual. Activations are [t][stride] f32 rows.
+ *
+ * With dims.rotary (GigaAM v3) the attention is rotary instead: the
+ * LayerNorm-ed input y is rotated per head (split halves, θ = pos ·
+ * base^(−2j/head_dim)) before the q and k projections, v is projected from
+ * the unrotated y, and plain scaled dot-product attention follows (no
+ * linear_pos, no biases u and v). */
 #ifndef STENO_NN_CONFORMER_H
 #define STENO_NN_CONFORMER_H
 
@@ -12,7 +18,9 @@
 typedef struct {
   gpu_norm norm_ff1, norm_attn, norm_conv, norm_ff2, norm_out;
   gpu_linear ff1_up, ff1_down, ff2_up, ff2_down; /* up: SiLU */
-  gpu_linear qkv;      /* [q | k | v] with biases (q + u | k | v), then q + v as dual outputs */
+  gpu_linear qkv;      /* [q | k | v] with biases (q + u | k | v), then q + v as dual outputs;
+                          rotary: [q | k] with their biases */
+  gpu_linear v;        /* rotary only: linear_v */
   gpu_linear pos;      /* linear_pos, no bias */
   gpu_linear out;      /* linear_out */
   gpu_linear pw1, pw2; /* conv module's pointwise convs */
@@ -26,6 +34,10 @@ typedef struct {
   uint32_t d, heads, ff, kernel;
   bool bias;        /* linear and conv biases present */
   bool conv_ln;     /* the conv module's norm is a LayerNorm (else BatchNorm) */
+  bool rotary;      /* rotary attention (GigaAM), else relative-position attention */
+  float rope_base;  /* rotary: the θ base (GigaAM: 5000) */
+  const char *conv_norm_name; /* the conv norm's tensors "enc.blocks.{i}.NAME.weight":
+                                 NULL means "conv.bn" (GigaAM's files say "conv.ln") */
 } conformer_dims;
 
 /* Loads block i from tensors named as transcribe.cpp's Parakeet files
@@ -41,7 +53,8 @@ typedef struct {
   uint32_t stride;       /* floats per row of x, h and o: d padded to 64 */
   gpu_buffer *x, *h, *o; /* [t][stride]: the residual stream, a normed copy, a sub-layer output */
   gpu_buffer *wide;      /* [t][max(ff, 4d, 2d) padded]: FFN inner, q|k|v|q+v, conv pointwise1 */
-  gpu_buffer *pe, *p;    /* [2t − 1][stride]: sinusoids, their projection */
+  gpu_buffer *pe, *p;    /* [2t − 1][stride]: sinusoids, their projection (rotary: the
+                            RoPE table [t][head_dim], and v [t][d]) */
   gpu_buffer *scores;    /* attention scratch */
 } conformer_scratch;
 
@@ -50,7 +63,9 @@ int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t 
 void conformer_scratch_free(conformer_scratch *s);
 
 /* Uploads the relative positions' sinusoids for t frames into s->pe: row r is
- * position t − 1 − r, columns (sin, cos) interleaved as transformers computes them. */
+ * position t − 1 − r, columns (sin, cos) interleaved as transformers computes them.
+ * Rotary: the RoPE table of positions 0 … t − 1 (gpu_rope's layout), in f32 as
+ * GigaAM computes it. */
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
 
 /* Records one block over t frames of s->x (in place). */

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "gpu/conv.h"
 #include "gpu/subsample.h"
 #include "nn/weights.h"
 
@@ -121,4 +122,86 @@ void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsamplin
     gpu_gemm(rec, a->flat, &s->out, x, T8, GPU_EPI_SCALE, scale);
   else
     gpu_gemm(rec, a->flat, &s->out, x, T8, GPU_EPI_BIAS, 0);
+}
+
+/* ---- conv1d (GigaAM) ---- */
+
+static gpu_conv1d conv1d_shape(const conv1d_subsampling *s) {
+  return (gpu_conv1d){s->kernel, 2, (s->kernel - 1) / 2};
+}
+
+/* A conv [d][in][k] as a linear layer over im2col's columns (c·k + tap). */
+static int conv1d_layer(gpu_device *dev, const gguf_file *f, int i, uint32_t in, uint32_t d,
+                        uint32_t kernel, gpu_linear *out) {
+  char w[64], b[64];
+  snprintf(w, sizeof w, "enc.pre_encode.conv.%d.weight", i);
+  snprintf(b, sizeof b, "enc.pre_encode.conv.%d.bias", i);
+  const int64_t ne[3] = {kernel, in, d};
+  const gguf_tensor *t;
+  TRY(gguf_tensor_get(f, w, W_CONV_TYPES, 3, ne, &t));
+  float *bias;
+  TRY(w_host(f, b, W_F32, d, true, &bias));
+  gpu_weight part = {t->data, d};
+  int st = gpu_linear_new(dev, t->type == GGUF_TYPE_F16 ? GPU_F16 : GPU_F32, kernel * in, &part, 1,
+                          bias, d, out);
+  free(bias);
+  return st ? err_wrap(st, "%s: '%s': ", f->name, w) : 0;
+}
+
+int conv1d_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t mels, uint32_t d,
+                            uint32_t kernel, conv1d_subsampling *s) {
+  memset(s, 0, sizeof *s);
+  if (kernel % 2 == 0 || kernel > 63)
+    return err_set(STENO_ERR_FORMAT, "%s: subsampling kernel %u (odd, at most 63)", f->name, kernel);
+  s->mels = mels, s->d = d, s->kernel = kernel;
+  int st = conv1d_layer(dev, f, 0, mels, d, kernel, &s->conv0);
+  if (!st) st = conv1d_layer(dev, f, 2, d, d, kernel, &s->conv2);
+  if (st) conv1d_subsampling_free(s);
+  return st;
+}
+
+void conv1d_subsampling_free(conv1d_subsampling *s) {
+  gpu_linear_free(&s->conv0);
+  gpu_linear_free(&s->conv2);
+  memset(s, 0, sizeof *s);
+}
+
+uint32_t conv1d_subsampling_frames(const conv1d_subsampling *s, uint32_t valid) {
+  gpu_conv1d c = conv1d_shape(s);
+  return gpu_conv1d_rows(c, gpu_conv1d_rows(c, valid));
+}
+
+void conv1d_subsampling_scratch_free(conv1d_subsampling_scratch *s) {
+  gpu_buffer *b[] = {s->col0, s->h, s->col1};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  memset(s, 0, sizeof *s);
+}
+
+int conv1d_subsampling_scratch_new(gpu_device *dev, const conv1d_subsampling *s, uint32_t frames,
+                                   conv1d_subsampling_scratch *out) {
+  memset(out, 0, sizeof *out);
+  gpu_conv1d c = conv1d_shape(s);
+  size_t t2 = gpu_conv1d_rows(c, frames), t4 = gpu_conv1d_rows(c, (uint32_t)t2), f = sizeof(float);
+  t2 += !t2, t4 += !t4; /* never a 0-byte buffer */
+  int st = gpu_buffer_new(dev, t2 * s->conv0.wk * f, &out->col0);
+  if (!st) st = gpu_buffer_new(dev, t2 * gpu_linear_width(&s->conv0) * f, &out->h);
+  if (!st) st = gpu_buffer_new(dev, t4 * s->conv2.wk * f, &out->col1);
+  if (st) {
+    conv1d_subsampling_scratch_free(out);
+    return st;
+  }
+  out->frames = frames;
+  return 0;
+}
+
+void conv1d_subsampling_forward(gpu_rec *rec, const conv1d_subsampling *s,
+                                conv1d_subsampling_scratch *a, gpu_buffer *mel, uint32_t tm,
+                                gpu_buffer *x) {
+  gpu_conv1d c = conv1d_shape(s);
+  uint32_t t2 = gpu_conv1d_rows(c, tm), t4 = gpu_conv1d_rows(c, t2);
+  uint32_t w0 = gpu_linear_width(&s->conv0);
+  gpu_im2col(rec, mel, 0, s->mels, a->col0, s->conv0.wk, tm, s->mels, c);
+  gpu_gemm_strided(rec, a->col0, s->conv0.wk, &s->conv0, a->h, t2, GPU_EPI_RELU, 0);
+  gpu_im2col(rec, a->h, 0, w0, a->col1, s->conv2.wk, t2, s->d, c);
+  gpu_gemm_strided(rec, a->col1, s->conv2.wk, &s->conv2, x, t4, GPU_EPI_RELU, 0);
 }

@@ -4,7 +4,12 @@
  * dw_striding (NeMo's, Parakeet): conv 3×3/2 from 1 to C channels + ReLU, then
  * [depthwise 3×3/2 → pointwise → ReLU] twice, flatten (channel-major) and a
  * linear to d; 8× in time (gpu/subsample.h has the kernels). Weights are
- * transcribe.cpp's "enc.pre_encode.conv.{0,2,3,5,6}" and "enc.pre_encode.out". */
+ * transcribe.cpp's "enc.pre_encode.conv.{0,2,3,5,6}" and "enc.pre_encode.out".
+ *
+ * conv1d (GigaAM v3): [Conv1d(kernel k, stride 2, padding (k − 1)/2) + ReLU]
+ * twice, mels → d → d channels over time, 4× in time, no output linear; the
+ * convs run as im2col + GEMM. Weights "enc.pre_encode.conv.{0,2}.{weight,bias}"
+ * ([k, in, d] in ne order). */
 #ifndef STENO_NN_SUBSAMPLING_H
 #define STENO_NN_SUBSAMPLING_H
 
@@ -41,5 +46,33 @@ void dw_subsampling_scratch_free(dw_subsampling_scratch *s);
  * not when scale is 0. */
 void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsampling_scratch *sc,
                             gpu_buffer *mel, uint32_t tm, gpu_buffer *x, float scale);
+
+typedef struct {
+  uint32_t mels, d, kernel;
+  gpu_linear conv0, conv2; /* over im2col's columns (channel·kernel + tap), ReLU */
+} conv1d_subsampling;
+
+typedef struct {
+  uint32_t frames;
+  gpu_buffer *col0, *h, *col1; /* columns of conv0, its output [t/2][stride], columns of conv2 */
+} conv1d_subsampling_scratch;
+
+int conv1d_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t mels, uint32_t d,
+                            uint32_t kernel, conv1d_subsampling *s);
+void conv1d_subsampling_free(conv1d_subsampling *s);
+
+/* Encoder frames after `valid` mel frames: f(f(valid)), f(n) = ⌊(n − 1)/2⌋ + 1
+ * (odd kernel, padding (k − 1)/2); 0 for 0. */
+uint32_t conv1d_subsampling_frames(const conv1d_subsampling *s, uint32_t valid);
+
+int conv1d_subsampling_scratch_new(gpu_device *dev, const conv1d_subsampling *s, uint32_t frames,
+                                   conv1d_subsampling_scratch *out);
+void conv1d_subsampling_scratch_free(conv1d_subsampling_scratch *s);
+
+/* Records mel [tm][mels] → x [conv1d_subsampling_frames(tm)][d padded to 64]
+ * (the Conformer scratch's stride). */
+void conv1d_subsampling_forward(gpu_rec *rec, const conv1d_subsampling *s,
+                                conv1d_subsampling_scratch *sc, gpu_buffer *mel, uint32_t tm,
+                                gpu_buffer *x);
 
 #endif
