@@ -1,0 +1,79 @@
+#include "gpu/moe.h"
+
+#include "base/error.h"
+#include "gpu/norm.h"
+
+static void bad(gpu_rec *rec, const char *op, uint32_t rows) {
+  gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "%s: bad shape, settings or slice (%u rows)", op,
+                            rows));
+}
+
+static bool fits_words(const gpu_buffer *b, uint64_t n) {
+  return b && n > 0 && n <= UINT32_MAX && gpu_buffer_size(b) / 4 >= n;
+}
+
+void gpu_moe_route(gpu_rec *rec, const gpu_router *r, gpu_buffer *logits, uint32_t l_off,
+                   uint32_t l_stride, gpu_buffer *bias, gpu_buffer *idx, gpu_buffer *wts,
+                   uint32_t rows) {
+  if (rows == 0) return;
+  uint32_t E = r->experts;
+  bool ok = E >= 2 && E <= 1024 && r->n_group >= 1 && r->n_group <= 64 && E % r->n_group == 0 &&
+            E / r->n_group >= 2 && r->topk_group >= 1 && r->topk_group <= r->n_group &&
+            r->k >= 1 && r->k <= 32 && r->k <= E / r->n_group * r->topk_group &&
+            gpu_slice_fits(logits, l_off, l_stride, rows, E) && fits_words(bias, E) &&
+            fits_words(idx, (uint64_t)rows * r->k) && fits_words(wts, (uint64_t)rows * r->k) &&
+            idx != wts && idx != logits && wts != logits;
+  if (!ok) return bad(rec, "moe_route", rows);
+  struct {
+    uint32_t t, E, K, n_group, topk_group, norm;
+    float scale;
+    uint32_t l_off, l_stride;
+  } p = {rows, E, r->k, r->n_group, r->topk_group, r->norm, r->scale, l_off, l_stride};
+  gpu_buffer *bufs[] = {logits, bias, idx, wts};
+  gpu_kernel *k = gpu_rec_kernel(rec, "moe_route", NULL, 0);
+  gpu_dispatch(rec, k, bufs, 4, &p, sizeof p, (rows + 63) / 64, 1, 1);
+}
+
+typedef struct {
+  uint32_t t, K, rows, k, wk, a_off, a_stride, c_off, c_stride;
+} experts_push;
+
+static void experts(gpu_rec *rec, const gpu_linear *l, uint32_t stage, gpu_buffer *const bufs[4],
+                    const experts_push *p, uint32_t z) {
+  uint32_t spec[2] = {l->type, stage};
+  gpu_buffer *all[] = {bufs[0], bufs[1], bufs[2], bufs[3], l->w, l->scales ? l->scales : l->w};
+  gpu_kernel *k = gpu_rec_kernel(rec, "moe_experts", spec, 2);
+  uint32_t gx = (p->rows + 7) / 8;
+  gpu_dispatch(rec, k, all, 6, p, sizeof *p, gx < 65535 ? gx : 65535, z, 1);
+}
+
+/* Whether l stacks experts of `per` rows and its experts' idx entries fit. */
+static bool stacked(const gpu_linear *l, uint32_t per, uint32_t k, uint32_t rows) {
+  return l && l->w && per > 0 && l->rows % per == 0 && k >= 1 && k <= 32 &&
+         (uint64_t)rows * k <= 65535;
+}
+
+void gpu_moe_up(gpu_rec *rec, const gpu_linear *up, uint32_t per, uint32_t k, gpu_buffer *x,
+                uint32_t x_off, uint32_t x_stride, gpu_buffer *idx, gpu_buffer *h, uint32_t rows) {
+  if (rows == 0) return;
+  bool ok = stacked(up, per, k, rows) && gpu_slice_fits(x, x_off, x_stride, rows, up->k) &&
+            fits_words(idx, (uint64_t)rows * k) && fits_words(h, (uint64_t)rows * k * per) &&
+            h != x && h != idx;
+  if (!ok) return bad(rec, "moe_up", rows);
+  experts_push p = {rows, k, per, up->k, up->wk, x_off, x_stride, 0, 0};
+  gpu_buffer *bufs[] = {x, idx, idx, h};
+  experts(rec, up, 0, bufs, &p, rows * k);
+}
+
+void gpu_moe_down(gpu_rec *rec, const gpu_linear *down, uint32_t per, uint32_t k, gpu_buffer *h,
+                  gpu_buffer *idx, gpu_buffer *wts, gpu_buffer *c, uint32_t c_off,
+                  uint32_t c_stride, uint32_t rows) {
+  if (rows == 0) return;
+  bool ok = stacked(down, per, k, rows) && fits_words(h, (uint64_t)rows * k * down->k) &&
+            fits_words(idx, (uint64_t)rows * k) && fits_words(wts, (uint64_t)rows * k) &&
+            gpu_slice_fits(c, c_off, c_stride, rows, per) && c != h && c != idx && c != wts;
+  if (!ok) return bad(rec, "moe_down", rows);
+  experts_push p = {rows, k, per, down->k, down->wk, 0, 0, c_off, c_stride};
+  gpu_buffer *bufs[] = {h, idx, wts, c};
+  experts(rec, down, 1, bufs, &p, rows);
+}
