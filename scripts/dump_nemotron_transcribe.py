@@ -41,7 +41,7 @@ import convert_nemotron_transcribe as conv  # noqa: E402
 NAME = "nemotron_transcribe_tiny"
 SEED = 1234
 SR = 16000
-N_SAMPLES = 51000  # 318 valid frames, 320 after padding: the last group is partly padding
+N_SAMPLES = 51300  # 320 valid frames of 321, 328 after padding: the last encoder frame is padding (masked)
 MELS = 16
 HEAD_SCALE = 20.0
 

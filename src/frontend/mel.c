@@ -52,7 +52,9 @@ int mel_init(mel_frontend *m, const mel_config *c) {
   m->c = *c;
   float *dense = mem_alloc((size_t)c->n_mels * (nfft / 2 + 1), sizeof *dense);
   m->window = mem_alloc((size_t)nfft, sizeof *m->window);
-  int st = dense && m->window && slaney_filters(c, dense) ? 0 : STENO_ERR_NOMEM;
+  size_t nbank = (size_t)c->n_mels * (nfft / 2 + 1);
+  if (dense && c->filters) memcpy(dense, c->filters, nbank * sizeof *dense);
+  int st = dense && m->window && (c->filters || slaney_filters(c, dense)) ? 0 : STENO_ERR_NOMEM;
   if (!st) st = melbank_init(&m->bank, dense, c->n_mels, nfft / 2 + 1);
   if (!st) st = fft_plan_init(&m->fft, nfft);
   free(dense);
@@ -62,8 +64,11 @@ int mel_init(mel_frontend *m, const mel_config *c) {
   }
   /* torch.hann_window(win, periodic=False), centred in n_fft as torch.stft pads it. */
   int off = (nfft - c->win_length) / 2;
-  for (int k = 0; k < c->win_length; k++)
-    m->window[off + k] = (double)(float)(0.5 - 0.5 * cos(2.0 * M_PI * k / (c->win_length - 1)));
+  for (int k = 0; k < c->win_length; k++) {
+    double hann = (double)(float)(0.5 - 0.5 * cos(2.0 * M_PI * k / (c->win_length - 1)));
+    m->window[off + k] = c->window ? (double)c->window[k] : hann;
+  }
+  m->c.window = m->c.filters = NULL; /* the caller's arrays need not outlive init */
   return 0;
 }
 
@@ -77,7 +82,7 @@ void mel_free(mel_frontend *m) {
 /* Per-feature normalization over the first `valid` frames: (x − mean) /
  * (unbiased std + 1e-5). The sums run over frames
  * in order for every feature at once (rows of x are contiguous). */
-static int normalize(float *x, size_t valid, int n_mels) {
+int mel_normalize(float *x, size_t valid, int n_mels) {
   double *sum = mem_alloc(2 * (size_t)n_mels, sizeof *sum), *sq = sum + n_mels;
   float *mean = mem_alloc(2 * (size_t)n_mels, sizeof *mean), *scale = mean + n_mels;
   if (!sum || !mean) {
@@ -163,5 +168,5 @@ int mel_compute(const mel_frontend *m, const float *pcm, size_t n, float *out, s
   mel_job job = {m, pcm, n, out};
   TRY(frames_run(frames, 8 * nfft + 2 * (nfft / 2 + 1) + M, mel_chunk, &job));
   memset(out + *valid * M, 0, (frames - *valid) * M * sizeof *out);
-  return c->normalize ? normalize(out, *valid, c->n_mels) : 0;
+  return c->normalize ? mel_normalize(out, *valid, c->n_mels) : 0;
 }

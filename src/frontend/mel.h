@@ -16,6 +16,9 @@ typedef struct {
   float preemphasis; /* 0: none */
   float f_min, f_max;
   bool normalize;    /* per_feature; else raw log-mel */
+  /* Optional constants a checkpoint carries (copied at init; NULL: computed):
+   * the window [win_length] and the filterbank [n_mels][n_fft/2 + 1]. */
+  const float *window, *filters;
 } mel_config;
 
 typedef struct {
@@ -33,5 +36,9 @@ static inline size_t mel_frames(const mel_frontend *m, size_t n) { return n / (s
 
 /* Features of n samples into out [frames][n_mels]; *valid gets the valid frames. */
 int mel_compute(const mel_frontend *m, const float *pcm, size_t n, float *out, size_t *valid);
+
+/* Per-feature normalization of the first `valid` rows of x [rows][n_mels]
+ * (mean, unbiased std + 1e-5), as mel_compute does with c.normalize. */
+int mel_normalize(float *x, size_t valid, int n_mels);
 
 #endif

@@ -1,0 +1,98 @@
+/* Nemotron 3.5 Transcribe's audio module (docs/nemotron-transcribe-gguf.md;
+ * transformers' Nemotron3_5TranscribeAudioModel and the projector):
+ *   pcm → log-mel with the checkpoint's window and filterbank (CPU)
+ *   → per-feature normalized → the speech encoder in chunks with context (GPU)
+ *   → raw log-mel → the Sortformer diarization model chunk by chunk, with its
+ *     speaker cache and FIFO kept on the host (GPU + CPU)
+ *   → 0/1 speaker activities per encoder frame → LayerNorm · sinusoid table added
+ *     to the LayerNorm-ed speech states → linear projector (GPU)
+ * giving one embedding per encoder frame for the language model's
+ * <|audio|> placeholders. The audio module computes in f32, as the reference. */
+#ifndef STENO_MODELS_NEMOTRON_TRANSCRIBE_H
+#define STENO_MODELS_NEMOTRON_TRANSCRIBE_H
+
+#include "frontend/mel.h"
+#include "gpu/gpu.h"
+#include "gpu/linear.h"
+#include "gpu/norm.h"
+#include "io/gguf.h"
+#include "nn/rope_encoder.h"
+
+typedef struct {
+  uint32_t mels, sub;          /* mel bins; spectrogram frames per encoder frame */
+  uint32_t d, d_lm;            /* speech encoder and language model widths */
+  uint32_t dd, head_d, speakers; /* diarization width, its head's width, speakers */
+  uint32_t chunk, left, right; /* offline chunk and its context, encoder frames */
+  uint32_t fifo, update, cache; /* FIFO length, cache update period, speaker cache length */
+  uint32_t sil;                /* silence slots per speaker in a compressed cache */
+  uint32_t min_pos, n_strong, n_weak; /* the compression's frame counts (from the rates) */
+  float pred_thr, latest_boost; /* score clamp, boost of the newest frames */
+  float threshold;             /* speaker activity threshold */
+  uint32_t audio_token;
+} nt_config;
+
+/* The model's audio module: read-only after load. */
+typedef struct {
+  nt_config c;
+  gpu_device *dev;
+  mel_frontend mel;
+  renc asr, diar;
+  gpu_linear sf_proj, sf_up, sf_dense, sf_out; /* diarization head */
+  float *sil_emb;                              /* [dd] host */
+  gpu_norm asr_norm, spk_norm;
+  gpu_linear spk_table; /* the fixed sinusoids [speakers][d] as a layer d × speakers */
+  gpu_linear proj;
+} nt_model;
+
+int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out);
+void nt_free(nt_model *m);
+
+/* What one run of the audio module gives (host arrays, malloc'd). */
+typedef struct {
+  uint32_t frames, valid;  /* spectrogram frames (padded to a multiple of sub), valid ones */
+  uint32_t t, tokens;      /* encoder frames; audio tokens = ceil(valid / sub) */
+  float *features;         /* [frames][mels] raw log-mel (zero past valid) */
+  float *asr;              /* [t][d] speech encoder output (before asr_norm) */
+  float *speaker_logits;   /* [frames][speakers] */
+  float *speaker_probs;    /* [t][speakers] */
+  float *activity;         /* [t][speakers] 0/1 */
+  float *states;           /* [t][d] asr_norm + speaker embedding */
+  float *embeds;           /* [t][d_lm] projected */
+} nt_audio;
+
+void nt_audio_free(nt_audio *a);
+
+/* Log-mel of n samples: [frames][mels] with frames padded to a multiple of sub
+ * (malloc'd), and the valid frames. */
+int nt_features(const nt_model *m, const float *pcm, size_t n, float **mel, uint32_t *frames,
+                uint32_t *valid);
+
+/* The whole audio module on n samples of 16 kHz mono pcm. */
+int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *out);
+
+/* ---- the diarization speaker cache (host; nemotron_transcribe/spkcache.c) ---- */
+
+typedef struct {
+  const nt_config *c;
+  uint32_t dd;         /* embedding width */
+  float *embeds;       /* [cache][dd] */
+  float *probs;        /* [cache][speakers] */
+  float *fifo;         /* [fifo][dd] */
+  uint32_t n_cache, n_fifo;
+  bool compressed;
+  float *work;         /* scratch for compression */
+  size_t work_cap;
+} nt_spkcache;
+
+int nt_spkcache_init(nt_spkcache *s, const nt_config *c, uint32_t dd);
+void nt_spkcache_free(nt_spkcache *s);
+
+/* After one step over n input frames (cache | FIFO | look-back | chunk |
+ * look-ahead) with speaker probabilities probs [n][speakers] (pooled per
+ * encoder frame, zero on padding), pushes the chunk's frames of `input`
+ * [n][dd] to the FIFO, moving and compressing into the cache as Sortformer's
+ * offline mode does. */
+int nt_spkcache_update(nt_spkcache *s, const float *input, const float *probs, uint32_t n,
+                       uint32_t lookback, uint32_t n_chunk, const float *sil_emb);
+
+#endif

@@ -1,0 +1,115 @@
+/* Nemotron 3.5 Transcribe's audio module against transformers 5.25 on the tiny
+ * random model of scripts/dump_nemotron_transcribe.py: log-mel (the
+ * checkpoint's bf16 window and filterbank), its per-feature normalization, the
+ * speech encoder run in four chunks with context, the diarization model with a
+ * speaker cache compressed three times, the speaker probabilities and 0/1
+ * activities (exactly), the states with speaker embeddings, and the projected
+ * embeddings; plus the Sortformer speaker cache's FIFO rules on a hand case. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/nemotron_transcribe/nemotron_transcribe.h"
+#include "steno.h"
+
+#define FEAT_TOL 1e-4f /* log-mel, relative to max(1, max|want|) */
+#define TOL 1e-3f      /* everything after it */
+
+static const float *ref_tensor(const gguf_file *ref, const char *name, size_t want) {
+  const gguf_tensor *t = gguf_tensor_find(ref, name);
+  CHECK(t && t->type == GGUF_TYPE_F32 && t->nelem == want, "reference tensor %s (%zu values)",
+        name, want);
+  return t && t->type == GGUF_TYPE_F32 && t->nelem == want ? t->data : NULL;
+}
+
+static uint32_t ref_u32(const gguf_file *ref, const char *key) {
+  uint32_t v = 0;
+  CHECK_OK(gguf_get_u32(ref, key, &v));
+  return v;
+}
+
+static void compare(const char *what, const float *got, const gguf_file *ref, size_t n, float tol) {
+  const float *want = ref_tensor(ref, what, n);
+  if (want) check_close(what, got, want, n, tol);
+}
+
+static void parity(const nt_model *m, const gguf_file *ref) {
+  const nt_config *c = &m->c;
+  const gguf_tensor *pcm = gguf_tensor_find(ref, "pcm");
+  CHECK(pcm && pcm->type == GGUF_TYPE_F32, "reference pcm");
+  if (!pcm) return;
+  nt_audio a;
+  CHECK_OK(nt_audio_run(m, pcm->data, pcm->nelem, &a));
+  if (!a.features) return;
+  CHECK(a.valid == ref_u32(ref, "ref.valid_frames"), "valid frames %u", a.valid);
+  CHECK(a.t == ref_u32(ref, "ref.encoder_frames"), "encoder frames %u", a.t);
+  CHECK(a.t > 3 * c->chunk, "the clip runs %u encoder frames: not four chunks of %u", a.t, c->chunk);
+  size_t F = (size_t)a.frames * c->mels, T = a.t, S = c->speakers;
+  compare("features", a.features, ref, F, FEAT_TOL);
+  float *norm = malloc(F * sizeof *norm);
+  memcpy(norm, a.features, F * sizeof *norm);
+  CHECK_OK(mel_normalize(norm, a.valid, (int)c->mels));
+  compare("features_norm", norm, ref, F, FEAT_TOL * 10);
+  free(norm);
+  compare("asr_states", a.asr, ref, T * c->d, TOL);
+  compare("speaker_logits", a.speaker_logits, ref, T * c->sub * S, TOL);
+  compare("speaker_probs", a.speaker_probs, ref, T * S, TOL);
+  const float *act = ref_tensor(ref, "speaker_activity", T * S);
+  size_t differ = 0, active = 0;
+  for (size_t i = 0; act && i < T * S; i++) differ += a.activity[i] != act[i], active += act[i] > 0;
+  CHECK(act && differ == 0, "%zu of %zu speaker activities differ", differ, T * S);
+  CHECK(active > 0 && active < T * S, "activities all %s: the fixture tests nothing",
+        active ? "on" : "off");
+  compare("audio_states", a.states, ref, T * c->d, TOL);
+  compare("audio_embeds", a.embeds, ref, T * c->d_lm, TOL);
+  CHECK(a.tokens == (a.valid + c->sub - 1) / c->sub, "audio tokens %u", a.tokens);
+  nt_audio_free(&a);
+}
+
+/* The FIFO and cache moves of Sortformer's offline mode on a hand case: FIFO
+ * of 4, update period 5, cache 12, chunks of 6 (no context). */
+static void fifo_rules(void) {
+  nt_config c = {.speakers = 2, .sub = 1, .fifo = 4, .update = 5, .cache = 12, .sil = 1,
+                 .pred_thr = 0.25f, .latest_boost = 0.05f, .min_pos = 2, .n_strong = 3, .n_weak = 7};
+  nt_spkcache k;
+  CHECK_OK(nt_spkcache_init(&k, &c, 1));
+  float in[32], probs[64], sil = -1;
+  for (int i = 0; i < 32; i++) in[i] = (float)i;
+  for (int i = 0; i < 64; i++) probs[i] = 0.9f;
+  /* Step 1: no cache, no FIFO; 6 chunk frames overflow the FIFO of 4: 5 move. */
+  CHECK_OK(nt_spkcache_update(&k, in, probs, 6, 0, 6, &sil));
+  CHECK(k.n_cache == 5 && k.n_fifo == 1 && k.embeds[4] == 4 && k.fifo[0] == 5,
+        "step 1: cache %u, FIFO %u", k.n_cache, k.n_fifo);
+  /* Step 2: input = cache 5 | FIFO 1 | chunk 6 (values 12..17 at rows 6..11). */
+  float in2[12];
+  for (int i = 0; i < 12; i++) in2[i] = i < 5 ? (float)i : i == 5 ? 5.0f : (float)(6 + i);
+  CHECK_OK(nt_spkcache_update(&k, in2, probs, 12, 0, 6, &sil));
+  /* 7 in the FIFO: max(5, 3) = 5 move; the cache of 10 is not yet compressed. */
+  CHECK(k.n_cache == 10 && k.n_fifo == 2 && !k.compressed && k.embeds[5] == 5 &&
+            k.embeds[9] == 15 && k.fifo[1] == 17,
+        "step 2: cache %u, FIFO %u", k.n_cache, k.n_fifo);
+  /* Step 3: 5 more move: 15 frames > 12, compressed with one silence slot each. */
+  float in3[18];
+  for (int i = 0; i < 18; i++) in3[i] = (float)(100 + i);
+  CHECK_OK(nt_spkcache_update(&k, in3, probs, 18, 0, 6, &sil));
+  size_t silences = 0;
+  for (uint32_t i = 0; i < k.n_cache; i++) silences += k.embeds[i] == sil;
+  CHECK(k.n_cache == 12 && k.compressed && silences >= 2, "step 3: cache %u, %zu silences",
+        k.n_cache, silences);
+  nt_spkcache_free(&k);
+}
+
+int main(void) {
+  fifo_rules();
+  gguf_file *f = NULL, *ref = NULL;
+  fixture_open("nemotron_transcribe_tiny", &f, &ref);
+  nt_model *m = NULL;
+  if (f) CHECK_OK(nt_load(test_device(), f, &m));
+  if (m && ref) parity(m, ref);
+  nt_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+  return check_done();
+}
