@@ -381,7 +381,12 @@ def write_model(path: Path, name: str, c: dict, enc: Encoder, head, vocab, types
         t("head.ctc.weight", head.weight)
         t("head.ctc.bias", head.bias)
     else:
-        t("pred.embed.weight", head.embed.weight)
+        # The blank row is the padding row GigaAM never reads (a zero input
+        # starts the predictor): written random here, so a reader that fed it
+        # would decode differently.
+        embed = head.embed.weight.detach().clone()
+        embed[-1] = torch.randn(embed.shape[1], generator=torch.Generator().manual_seed(c["seed"] + 2))
+        t("pred.embed.weight", embed)
         t("pred.lstm.0.Wx", head.lstm.weight_ih_l0)
         t("pred.lstm.0.Wh", head.lstm.weight_hh_l0)
         t("pred.lstm.0.bias", head.lstm.bias_ih_l0 + head.lstm.bias_hh_l0)
