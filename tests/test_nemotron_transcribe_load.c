@@ -1,0 +1,142 @@
+/* Nemotron 3.5 Transcribe's audio-module loader on rewritten copies of the
+ * tiny fixture: a faithful copy gives the original's embeddings, an F16 copy
+ * stays close; a missing or misshaped tensor, a key of the wrong type and
+ * absurd values are errors naming the culprit; audio too short to frame is an
+ * error, not a crash. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_write.h"
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/nemotron_transcribe/nemotron_transcribe.h"
+#include "steno.h"
+
+#define K "nemotron3_5_transcribe."
+
+typedef struct {
+  const char *drop, *misshape;
+  const char *retype_key;    /* UINT32 written as INT32 */
+  const char *u32_key;       /* written with u32_value */
+  uint32_t u32_value;
+  const char *f32_key;       /* written with f32_value */
+  float f32_value;
+  uint32_t linear_type;
+} change;
+
+static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  const change *c = ctx;
+  const char *k = kv->key;
+  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
+  if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
+  if (c->f32_key && !strcmp(k, c->f32_key)) return gw_f32(w, k, c->f32_value), true;
+  return false;
+}
+
+static bool is_linear(const gguf_tensor *t) {
+  return t->n_dims == 2 && t->ne[0] % 32 == 0 && strstr(t->name, ".weight") &&
+         !strstr(t->name, "norm") && strncmp(t->name, "frontend.", 9);
+}
+
+static gguf_file *rewrite(const gguf_file *src, const change *c, uint8_t **bytes) {
+  gw_edit e = {.key = edit_key, .ctx = c, .drop = c->drop, .misshape = c->misshape,
+               .linear_type = c->linear_type, .is_linear = is_linear};
+  size_t size;
+  *bytes = gw_rewrite(src, &e, &size);
+  gguf_file *f = NULL;
+  CHECK_OK(gguf_open_memory(&f, *bytes, size, "rewritten.gguf"));
+  return f;
+}
+
+static void load_fails(const gguf_file *src, const change *c, const char *want) {
+  uint8_t *bytes;
+  gguf_file *f = rewrite(src, c, &bytes);
+  nt_model *m = NULL;
+  int st = f ? nt_load(test_device(), f, &m) : -1;
+  CHECK(st != 0 && !m, "loading a file with '%s' changed succeeded", want);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message '%s' does not name '%s'",
+        steno_last_error(), want);
+  nt_free(m);
+  gguf_close(f);
+  free(bytes);
+}
+
+/* The embeddings of the first second of the reference clip. */
+static float *embeds(const gguf_file *f, const float *pcm, size_t n, size_t *count) {
+  nt_model *m = NULL;
+  CHECK_OK(nt_load(test_device(), f, &m));
+  if (!m) return NULL;
+  nt_audio a;
+  float *out = NULL;
+  int st = nt_audio_run(m, pcm, n, &a);
+  CHECK(st == 0, "audio run: %s", steno_last_error());
+  if (!st) {
+    *count = (size_t)a.t * m->c.d_lm;
+    out = malloc(*count * sizeof *out);
+    memcpy(out, a.embeds, *count * sizeof *out);
+    nt_audio_free(&a);
+  }
+  nt_free(m);
+  return out;
+}
+
+static void copies(const gguf_file *src, const float *pcm, size_t n) {
+  size_t n0 = 0, n1 = 0, n2 = 0;
+  float *want = embeds(src, pcm, n, &n0);
+  change same = {0}, half = {.linear_type = GGUF_TYPE_F16};
+  uint8_t *b1, *b2;
+  gguf_file *f1 = rewrite(src, &same, &b1), *f2 = rewrite(src, &half, &b2);
+  float *got = f1 ? embeds(f1, pcm, n, &n1) : NULL, *h = f2 ? embeds(f2, pcm, n, &n2) : NULL;
+  CHECK(want && got && n1 == n0 && !memcmp(want, got, n0 * sizeof *want),
+        "a faithful copy gives other embeddings");
+  if (want && h && n2 == n0) check_close("F16 copy", h, want, n0, 2e-2f);
+  free(want), free(got), free(h);
+  gguf_close(f1), gguf_close(f2);
+  free(b1), free(b2);
+}
+
+static void bad_files(const gguf_file *src) {
+  load_fails(src, &(change){.drop = "asr.layers.1.attn.w_qkv.weight"}, "asr.layers.1.attn.w_qkv.weight");
+  load_fails(src, &(change){.drop = "diar.sf.learnable_sil_emb"}, "diar.sf.learnable_sil_emb");
+  load_fails(src, &(change){.drop = "frontend.filterbank"}, "frontend.filterbank");
+  load_fails(src, &(change){.misshape = "diar.sf.subpixel_upsample.weight"},
+             "diar.sf.subpixel_upsample.weight");
+  load_fails(src, &(change){.misshape = "asr.layers.0.attn.q_norm.weight"},
+             "asr.layers.0.attn.q_norm.weight");
+  load_fails(src, &(change){.misshape = "asr.pre_encode.proj.weight"}, "asr.pre_encode.proj.weight");
+  load_fails(src, &(change){.retype_key = K "asr.hidden_size"}, K "asr.hidden_size");
+  load_fails(src, &(change){.u32_key = K "asr.num_attention_heads", .u32_value = 3}, "asr. tower");
+  load_fails(src, &(change){.u32_key = K "asr.num_attention_heads", .u32_value = 0}, "asr. tower");
+  load_fails(src, &(change){.u32_key = K "diar.speaker_cache_length", .u32_value = 5},
+             "diarization settings");
+  load_fails(src, &(change){.u32_key = K "diar.chunk_right_context", .u32_value = 12},
+             "diarization settings");
+  load_fails(src, &(change){.u32_key = K "frontend.num_mel_bins", .u32_value = 80}, "frontend of 80 mels");
+  load_fails(src, &(change){.u32_key = K "diar.subsampling_factor", .u32_value = 4}, "towers disagree");
+  load_fails(src, &(change){.f32_key = K "audio.speaker_activity_threshold", .f32_value = NAN},
+             "diarization settings");
+  load_fails(src, &(change){.f32_key = K "asr.partial_rotary_factor", .f32_value = 0.01f},
+             "rope 0 dims");
+  load_fails(src, &(change){.u32_key = K "frontend.sample_rate", .u32_value = 8000}, "sample rate 8000");
+}
+
+int main(void) {
+  gguf_file *f = NULL, *ref = NULL;
+  fixture_open("nemotron_transcribe_tiny", &f, &ref);
+  const gguf_tensor *pcm = ref ? gguf_tensor_find(ref, "pcm") : NULL;
+  CHECK(pcm && pcm->nelem > 16000, "reference pcm");
+  if (f && pcm) {
+    copies(f, pcm->data, 16000);
+    bad_files(f);
+    nt_model *m = NULL;
+    CHECK_OK(nt_load(test_device(), f, &m));
+    nt_audio a;
+    CHECK(m && nt_audio_run(m, pcm->data, 200, &a) != 0, "200 samples ran");
+    CHECK(strstr(steno_last_error(), "too short") != NULL, "message '%s'", steno_last_error());
+    nt_free(m);
+  }
+  gguf_close(f);
+  gguf_close(ref);
+  return check_done();
+}
