@@ -17,6 +17,7 @@ static void parakeet_session_free_any(void *s) { parakeet_session_free(s); }
 static int parakeet_transcribe_any(void *s, const float *pcm, size_t n,
                                    const steno_transcribe_params *p, steno_result **out) {
   transducer_abort stop = {p->abort, p->abort_user};
+  ((parakeet_session *)s)->language = p->language; /* Nemotron 3.5's prompt (else unused) */
   return parakeet_transcribe(s, pcm, n, &stop, out);
 }
 

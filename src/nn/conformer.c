@@ -149,6 +149,7 @@ static int conv_module(gpu_device *dev, const gguf_file *f, const conformer_dims
   free(bias);
   bias = NULL;
   b->dw.kernel = dims->kernel;
+  b->dw.causal = dims->causal_conv;
   if (!st) st = w_host(f, name(key, sizeof key, i, "conv.depthwise.weight"), W_CONV_TYPES,
                        d * dims->kernel, true, &w);
   if (!st) st = gpu_buffer_from(dev, w, d * dims->kernel * sizeof *w, &b->dw.w);
@@ -297,6 +298,8 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
       .t = t,
       .heads = dims->heads,
       .head_dim = hd,
+      .chunk = dims->chunk,
+      .left_chunks = dims->left_chunks,
   };
   gpu_rel_attention(rec, &a);
   gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);

@@ -36,6 +36,8 @@ typedef struct {
   bool conv_ln;     /* the conv module's norm is a LayerNorm (else BatchNorm) */
   bool rotary;      /* rotary attention (GigaAM), else relative-position attention */
   float rope_base;  /* rotary: the θ base (GigaAM: 5000) */
+  bool causal_conv; /* the depthwise conv sees kernel − 1 frames before, none after */
+  uint32_t chunk, left_chunks; /* chunked_limited attention (gpu_attn's), 0: full */
   const char *conv_norm_name; /* the conv norm's tensors "enc.blocks.{i}.NAME.weight":
                                  NULL means "conv.bn" (GigaAM's files say "conv.ln") */
 } conformer_dims;

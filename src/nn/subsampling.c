@@ -28,11 +28,15 @@ static int conv3x3(gpu_device *dev, const gguf_file *f, size_t C, const char *w,
   return st;
 }
 
+/* A side after one conv of s's padding. */
+static uint32_t side(const dw_subsampling *s, uint32_t n) {
+  return s->causal ? gpu_halve_causal(n) : gpu_halve(n);
+}
+
 static int dw_load(gpu_device *dev, const gguf_file *f, dw_subsampling *s) {
   const char *p = "enc.pre_encode.";
   char w[96], b[96];
-  int64_t C = s->channels, F8 = s->mels;
-  for (int i = 0; i < 3; i++) F8 = F8 / 2 + F8 % 2;
+  int64_t C = s->channels, F8 = side(s, side(s, side(s, s->mels)));
   struct {
     int idx;
     gpu_buffer **w, **b;
@@ -62,13 +66,27 @@ static int dw_load(gpu_device *dev, const gguf_file *f, dw_subsampling *s) {
   return 0;
 }
 
-int dw_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels,
-                        uint32_t d, dw_subsampling *s) {
+static int load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels, uint32_t d,
+                bool causal, dw_subsampling *s) {
   memset(s, 0, sizeof *s);
-  s->channels = channels, s->mels = mels, s->d = d;
+  s->channels = channels, s->mels = mels, s->d = d, s->causal = causal;
   int st = dw_load(dev, f, s);
   if (st) dw_subsampling_free(s);
   return st;
+}
+
+int dw_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels,
+                        uint32_t d, dw_subsampling *s) {
+  return load(dev, f, channels, mels, d, false, s);
+}
+
+int dw_subsampling_load_causal(gpu_device *dev, const gguf_file *f, uint32_t channels,
+                               uint32_t mels, uint32_t d, dw_subsampling *s) {
+  return load(dev, f, channels, mels, d, true, s);
+}
+
+uint32_t dw_subsampling_out(const dw_subsampling *s, uint32_t valid) {
+  return side(s, side(s, side(s, valid)));
 }
 
 void dw_subsampling_free(dw_subsampling *s) {
@@ -92,10 +110,12 @@ int dw_subsampling_scratch_new(gpu_device *dev, const dw_subsampling *s, uint32_
                                dw_subsampling_scratch *out) {
   memset(out, 0, sizeof *out);
   size_t F = s->mels, C = s->channels, Cp = pad64(s->channels);
-  size_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
-  size_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), f = sizeof(float);
-  int st = gpu_buffer_new(dev, (T4 + 1) * F4 * C * f, &out->a);
-  if (!st) st = gpu_buffer_new(dev, (T4 + 1) * F4 * Cp * f, &out->b);
+  size_t F4 = side(s, side(s, (uint32_t)F)), F8 = side(s, (uint32_t)F4);
+  size_t T4 = side(s, side(s, frames)), T8 = side(s, (uint32_t)T4), f = sizeof(float);
+  /* The first depthwise conv's rows from −1 (causal: −2) on. */
+  size_t R4 = T4 + (s->causal ? 2 : 1);
+  int st = gpu_buffer_new(dev, R4 * F4 * C * f, &out->a);
+  if (!st) st = gpu_buffer_new(dev, R4 * F4 * Cp * f, &out->b);
   if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->c);
   if (!st) st = gpu_buffer_new(dev, T8 * F8 * Cp * f, &out->d);
   if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->flat);
@@ -110,12 +130,19 @@ int dw_subsampling_scratch_new(gpu_device *dev, const dw_subsampling *s, uint32_
 void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsampling_scratch *a,
                             gpu_buffer *mel, uint32_t tm, gpu_buffer *x, float scale) {
   uint32_t F = s->mels, C = s->channels, Cp = pad64(C);
-  uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
-  uint32_t T4 = gpu_halve(gpu_halve(tm)), T8 = gpu_halve(T4);
-  /* conv0 + ReLU fused into depthwise conv2: rows −1 .. T4 − 1 (row −1 is padding). */
-  gpu_first_depthwise(rec, mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 1);
-  gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 1) * F4, GPU_EPI_RELU, 0);
-  gpu_depthwise(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
+  uint32_t F4 = side(s, side(s, F)), F8 = side(s, F4);
+  uint32_t T4 = side(s, side(s, tm)), T8 = side(s, T4);
+  if (s->causal) {
+    /* The same with rows −2 .. T4 − 1 (two rows of padding before). */
+    gpu_first_depthwise_causal(rec, mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 2);
+    gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 2) * F4, GPU_EPI_RELU, 0);
+    gpu_depthwise_causal(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
+  } else {
+    /* conv0 + ReLU fused into depthwise conv2: rows −1 .. T4 − 1 (row −1 is padding). */
+    gpu_first_depthwise(rec, mel, s->w0, s->b0, s->w2, s->b2, a->a, tm, F, C, 0, T4 + 1);
+    gpu_gemm(rec, a->a, &s->pw3, a->b, (T4 + 1) * F4, GPU_EPI_RELU, 0);
+    gpu_depthwise(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, 0, T8);
+  }
   gpu_gemm(rec, a->c, &s->pw6, a->d, T8 * F8, GPU_EPI_RELU, 0);
   gpu_flatten(rec, a->d, Cp, a->flat, T8, F8, C);
   if (scale != 0)

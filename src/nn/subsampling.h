@@ -19,6 +19,7 @@
 
 typedef struct {
   uint32_t channels, mels, d;
+  bool causal; /* NeMo's CausalConv2D (chunked_limited models): pad 2 before, 1 after */
   gpu_buffer *w0, *b0, *w2, *b2, *w5, *b5; /* 3×3 convs: [9][C], [C] */
   gpu_linear pw3, pw6;                     /* pointwise convs (ReLU) */
   gpu_linear out;                          /* [d][C·F/8] */
@@ -33,6 +34,13 @@ typedef struct {
 int dw_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels,
                         uint32_t d, dw_subsampling *s);
 void dw_subsampling_free(dw_subsampling *s);
+
+/* The same with causal convs: a side of n becomes ⌊n/2⌋ + 1 (128 mels → 17). */
+int dw_subsampling_load_causal(gpu_device *dev, const gguf_file *f, uint32_t channels,
+                               uint32_t mels, uint32_t d, dw_subsampling *s);
+
+/* Encoder frames after subsampling `valid` mel frames with s's padding. */
+uint32_t dw_subsampling_out(const dw_subsampling *s, uint32_t valid);
 
 /* Encoder frames after subsampling `valid` mel frames: ⌈⌈⌈valid/2⌉/2⌉/2⌉. */
 uint32_t dw_subsampling_frames(uint32_t valid);

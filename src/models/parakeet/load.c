@@ -11,6 +11,49 @@
 
 #define KEY "stt.parakeet."
 
+/* att_context_* and streaming.* (spec 1.2): full attention, or chunked_limited
+ * with causal pre_encode (Nemotron); the other styles are not run yet. */
+static int attention_context(const gguf_file *f, parakeet_config *c) {
+  parakeet_streaming *s = &c->stream;
+  const char *style = "regular";
+  s->left = s->right = -1;
+  TRY(gguf_opt_i32(f, KEY "encoder.att_context_left", &s->left));
+  TRY(gguf_opt_i32(f, KEY "encoder.att_context_right", &s->right));
+  TRY(gguf_opt_str(f, KEY "encoder.att_context_style", &style));
+  if (!strcmp(style, "regular")) {
+    if (s->left != -1 || s->right != -1)
+      return err_set(STENO_ERR_UNSUPPORTED,
+                     "%s: local attention %d/%d is not supported yet (full attention is)",
+                     f->name, s->left, s->right);
+    return 0;
+  }
+  if (strcmp(style, "chunked_limited"))
+    return err_set(strcmp(style, "chunked_limited_with_rc") ? STENO_ERR_FORMAT : STENO_ERR_UNSUPPORTED,
+                   "%s: att_context_style '%s' (regular and chunked_limited are run)", f->name, style);
+  if (s->left < 0 || s->left > 100000 || s->right < 0 || s->right > 1000)
+    return err_set(STENO_ERR_FORMAT, "%s: chunked_limited attention context %d/%d", f->name,
+                   s->left, s->right);
+  const gguf_kv *choices = NULL;
+  TRY(gguf_opt_arr(f, KEY "encoder.att_context_size_choices", GGUF_VAL_INT32, &choices));
+  if (choices && (choices->n < 2 || choices->n % 2 || choices->v.i32[0] != s->left ||
+                  choices->v.i32[1] != s->right))
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: att_context_size_choices must be pairs starting with (%d, %d)", f->name,
+                   s->left, s->right);
+  s->on = true;
+  TRY(gguf_opt_i32(f, KEY "encoder.streaming.pre_encode_cache_size", &s->pre_cache));
+  TRY(gguf_opt_i32(f, KEY "encoder.streaming.drop_extra_pre_encoded", &s->drop));
+  TRY(gguf_opt_i32(f, KEY "encoder.streaming.sampling_frames_first", &s->first));
+  if (s->pre_cache < 0 || s->pre_cache > 64 || s->drop < 0 || s->drop > 16 || s->first < 0 ||
+      s->first > 64)
+    return err_set(STENO_ERR_FORMAT, "%s: streaming pre_encode cache %d, drop %d, first %d",
+                   f->name, s->pre_cache, s->drop, s->first);
+  if (!s->first) s->first = 8;
+  c->dims.chunk = (uint32_t)s->right + 1;
+  c->dims.left_chunks = (uint32_t)s->left / c->dims.chunk;
+  return 0;
+}
+
 static int config(const gguf_file *f, parakeet_config *c) {
   uint32_t factor;
   TRY(gguf_get_u32(f, KEY "encoder.n_layers", &c->layers));
@@ -34,24 +77,20 @@ static int config(const gguf_file *f, parakeet_config *c) {
                    "%s: encoder shape not supported: %u layers, d %u, %u heads, ff %u, kernel %u, "
                    "%u channels, %u mels",
                    f->name, c->layers, d->d, d->heads, d->ff, d->kernel, c->channels, c->mels);
-  /* Full attention over the whole input only (no local or chunked context yet). */
-  int32_t left = -1, right = -1, cleft = -1, cright = -1;
-  const char *style = "regular", *norm = "batch_norm", *head = "tdt";
-  TRY(gguf_opt_i32(f, KEY "encoder.att_context_left", &left));
-  TRY(gguf_opt_i32(f, KEY "encoder.att_context_right", &right));
-  TRY(gguf_opt_str(f, KEY "encoder.att_context_style", &style));
+  int32_t cleft = -1, cright = -1;
+  const char *norm = "batch_norm", *head = "tdt";
+  TRY(attention_context(f, c));
   TRY(gguf_opt_i32(f, KEY "encoder.conv_context_left", &cleft));
   TRY(gguf_opt_i32(f, KEY "encoder.conv_context_right", &cright));
   TRY(gguf_opt_str(f, KEY "encoder.conv_norm_type", &norm));
   TRY(gguf_opt_str(f, KEY "head_kind", &head));
-  int32_t half = (int32_t)d->kernel / 2;
-  if (left != -1 || right != -1 || strcmp(style, "regular"))
+  int32_t half = (int32_t)d->kernel / 2, k1 = (int32_t)d->kernel - 1;
+  bool causal = cleft == k1 && cright == 0 && d->kernel > 1;
+  if (!((cleft == -1 && cright == -1) || (cleft == half && cright == half) || causal))
     return err_set(STENO_ERR_UNSUPPORTED,
-                   "%s: attention context %d/%d (%s) is not supported yet (full attention is)",
-                   f->name, left, right, style);
-  if (!((cleft == -1 && cright == -1) || (cleft == half && cright == half)))
-    return err_set(STENO_ERR_UNSUPPORTED, "%s: causal conv context %d/%d is not supported yet",
-                   f->name, cleft, cright);
+                   "%s: conv context %d/%d is not supported (symmetric %d/%d or causal %d/0 are)",
+                   f->name, cleft, cright, half, half, k1);
+  c->causal_conv = c->dims.causal_conv = causal;
   if (strcmp(norm, "batch_norm") && strcmp(norm, "layer_norm"))
     return err_set(STENO_ERR_FORMAT, "%s: unknown conv_norm_type '%s'", f->name, norm);
   c->dims.conv_ln = !strcmp(norm, "layer_norm");
@@ -204,6 +243,90 @@ static int head(parakeet *m, const gguf_file *f) {
   return st;
 }
 
+/* The prompt dictionary (locales → slots) and the auto slot, checked. */
+static int prompt_keys(const gguf_file *f, parakeet_prompt *p) {
+  const char *act = "relu";
+  p->auto_id = UINT32_MAX;
+  TRY(gguf_get_u32(f, KEY "prompt.hidden", &p->hidden));
+  TRY(gguf_opt_str(f, KEY "prompt.activation", &act));
+  TRY(gguf_get_arr(f, KEY "prompt.dictionary.locales", GGUF_VAL_STRING, &p->locales));
+  TRY(gguf_get_arr(f, KEY "prompt.dictionary.indices", GGUF_VAL_INT32, &p->indices));
+  TRY(gguf_opt_u32(f, KEY "prompt.auto_id", &p->auto_id));
+  if (p->n > 4096 || p->hidden < 1 || p->hidden > 65536)
+    return err_set(STENO_ERR_FORMAT, "%s: %u prompts of hidden width %u", f->name, p->n, p->hidden);
+  if (strcmp(act, "relu"))
+    return err_set(STENO_ERR_UNSUPPORTED, "%s: prompt activation '%s' (relu is run)", f->name, act);
+  if (p->locales->n != p->indices->n || !p->locales->n)
+    return err_set(STENO_ERR_FORMAT, "%s: %zu prompt locales for %zu indices", f->name,
+                   p->locales->n, p->indices->n);
+  for (size_t i = 0; i < p->indices->n; i++)
+    if (p->indices->v.i32[i] < 0 || (uint32_t)p->indices->v.i32[i] >= p->n)
+      return err_set(STENO_ERR_FORMAT, "%s: prompt index %d of '%s' is not below %u", f->name,
+                     p->indices->v.i32[i], p->locales->v.str[i].s, p->n);
+  if (p->auto_id != UINT32_MAX && p->auto_id >= p->n)
+    return err_set(STENO_ERR_FORMAT, "%s: prompt.auto_id %u of %u prompts", f->name, p->auto_id, p->n);
+  /* No auto slot: the first dictionary entry (spec 1.10). */
+  if (p->auto_id == UINT32_MAX) p->auto_id = (uint32_t)p->indices->v.i32[0];
+  return 0;
+}
+
+/* Splits W0 [h][d + P] into its encoder columns (a linear with b0) and, per
+ * prompt, b0 + its one-hot column (the per-language bias). */
+static int prompt_in(parakeet *m, const gguf_file *f, const float *w0, const float *b0) {
+  parakeet_prompt *p = &m->prompt;
+  size_t d = m->c.dims.d, h = p->hidden, K = d + p->n, hp = (h + 63) / 64 * 64;
+  float *we = mem_alloc(h * d, sizeof *we);
+  p->bias = mem_alloc(p->n * hp, sizeof *p->bias);
+  if (!we || !p->bias) {
+    free(we);
+    return STENO_ERR_NOMEM;
+  }
+  for (size_t r = 0; r < h; r++) {
+    memcpy(we + r * d, w0 + r * K, d * sizeof *we);
+    for (size_t i = 0; i < p->n; i++) p->bias[i * hp + r] = b0[r] + w0[r * K + d + i];
+  }
+  gpu_weight part = {we, (uint32_t)h};
+  int st = gpu_linear_new(m->dev, GPU_F32, (uint32_t)d, &part, 1, b0, h, &p->in);
+  free(we);
+  return st ? err_wrap(st, "%s: prompt MLP: ", f->name) : 0;
+}
+
+/* Nemotron 3.5's prompt MLP, present when stt.parakeet.prompt.num_prompts > 0. */
+static int prompt(parakeet *m, const gguf_file *f) {
+  parakeet_prompt *p = &m->prompt;
+  TRY(gguf_opt_u32(f, KEY "prompt.num_prompts", &p->n));
+  if (!p->n) return 0;
+  TRY(prompt_keys(f, p));
+  size_t d = m->c.dims.d, h = p->hidden;
+  float *w0 = NULL, *b0 = NULL, *b2 = NULL;
+  int st = w_host(f, "prompt.mlp.0.weight", W_LINEAR_TYPES, h * (d + p->n), true, &w0);
+  if (!st) st = w_host(f, "prompt.mlp.0.bias", W_F32, h, true, &b0);
+  if (!st) st = w_host(f, "prompt.mlp.2.bias", W_F32, d, true, &b2);
+  const gguf_tensor *t = st ? NULL : gguf_tensor_find(f, "prompt.mlp.0.weight");
+  if (t && (t->n_dims != 2 || t->ne[0] != d + p->n))
+    st = err_set(STENO_ERR_FORMAT, "%s: 'prompt.mlp.0.weight' is not [%zu, %zu]", f->name,
+                 d + p->n, h);
+  if (!st) st = prompt_in(m, f, w0, b0);
+  const char *names[1] = {"prompt.mlp.2.weight"};
+  int64_t rows = (int64_t)d;
+  if (!st) st = w_linear(m->dev, f, names, 1, &rows, (int64_t)h, W_LINEAR_TYPES, b2, d, &p->out);
+  free(w0), free(b0), free(b2);
+  return st;
+}
+
+int parakeet_prompt_id(const parakeet *m, const char *language, uint32_t *id) {
+  const parakeet_prompt *p = &m->prompt;
+  *id = p->auto_id;
+  if (!language || !*language) return 0;
+  for (size_t i = 0; i < p->locales->n; i++)
+    if (!strcmp(p->locales->v.str[i].s, language)) {
+      *id = (uint32_t)p->indices->v.i32[i];
+      return 0;
+    }
+  return err_set(STENO_ERR_INVALID, "parakeet: language '%s' is not in the model's prompt dictionary",
+                 language);
+}
+
 int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   *out = NULL;
   parakeet *m = mem_alloc(1, sizeof *m);
@@ -211,11 +334,15 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   m->dev = dev;
   int st = config(f, &m->c);
   if (!st) st = frontend(f, &m->mel, m->c.mels);
-  if (!st) st = dw_subsampling_load(dev, f, m->c.channels, m->c.mels, m->c.dims.d, &m->sub);
+  /* chunked_limited models have NeMo's causal pre_encode (spec 1.5). */
+  if (!st)
+    st = (m->c.stream.on ? dw_subsampling_load_causal : dw_subsampling_load)(
+        dev, f, m->c.channels, m->c.mels, m->c.dims.d, &m->sub);
   if (!st && !(m->blocks = mem_alloc(m->c.layers, sizeof *m->blocks))) st = STENO_ERR_NOMEM;
   for (uint32_t i = 0; !st && i < m->c.layers; i++)
     st = conformer_load(dev, f, &m->c.dims, (int)i, &m->blocks[i]);
   if (!st) st = head(m, f);
+  if (!st) st = prompt(m, f);
   if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
   if (!st && m->c.head != HEAD_CTC) st = gpu_transducer_new(dev, &m->dec, &m->gdec);
   if (st) {
@@ -233,6 +360,9 @@ void parakeet_free(parakeet *m) {
   free(m->blocks);
   dw_subsampling_free(&m->sub);
   gpu_linear_free(&m->head);
+  gpu_linear_free(&m->prompt.in);
+  gpu_linear_free(&m->prompt.out);
+  free(m->prompt.bias);
   for (size_t i = 0; i < sizeof m->dec_weights / sizeof *m->dec_weights; i++) free(m->dec_weights[i]);
   mel_free(&m->mel);
   vocab_free(&m->vocab);

@@ -16,9 +16,31 @@
 
 typedef enum { HEAD_TDT, HEAD_RNNT, HEAD_CTC } parakeet_head;
 
+/* Cache-aware streaming (spec 1.8; the chunked_limited models): the
+ * attention context in encoder frames and the pre_encode's chunk geometry. */
+typedef struct {
+  bool on;                 /* att_context_style chunked_limited: causal convs, chunked mask */
+  int32_t left, right;     /* att_context_left/right (the default pair) */
+  int32_t pre_cache;       /* streaming.pre_encode_cache_size: mel frames kept for a chunk */
+  int32_t drop;            /* streaming.drop_extra_pre_encoded: frames dropped after pre_encode */
+  int32_t first;           /* streaming.sampling_frames_first (0: 8) */
+} parakeet_streaming;
+
+/* Nemotron 3.5's language prompt: enc' = W2·ReLU(W0·[enc ; onehot(id)] + b0) + b2
+ * before the joint. W0's one-hot columns fold into a per-language bias. */
+typedef struct {
+  uint32_t n, hidden;      /* P prompts (0: no prompt), the MLP's width */
+  gpu_linear in, out;      /* W0's encoder columns (bias b0), W2 with b2 */
+  float *bias;             /* [P][pad64(hidden)]: b0 + W0's column d + p */
+  const gguf_kv *locales, *indices; /* the dictionary (the file's memory) */
+  uint32_t auto_id;        /* the language-ID slot: an empty or "auto" hint */
+} parakeet_prompt;
+
 typedef struct {
   uint32_t layers, channels, mels;
   bool xscaling;
+  bool causal_conv;        /* conv_context [k − 1, 0] */
+  parakeet_streaming stream;
   conformer_dims dims;
   parakeet_head head;
   uint32_t classes; /* CTC: vocab + blank; transducer: predictor vocab (with blank) */
@@ -28,6 +50,7 @@ typedef struct {
 typedef struct {
   uint32_t frames; /* mel frames they hold */
   gpu_buffer *mel, *head;
+  gpu_buffer *prompt_hidden, *prompt_out; /* the prompt MLP's [t][hidden], [t][stride] */
   dw_subsampling_scratch sub;
   conformer_scratch enc;
 } parakeet_arena;
@@ -43,6 +66,7 @@ typedef struct {
   transducer dec;        /* predictor and joint (host, f32) */
   gpu_transducer *gdec;  /* the same on the GPU (NULL: CTC, or too wide for its kernels) */
   float *dec_weights[4 + 3 * TRANSDUCER_MAX_LAYERS];
+  parakeet_prompt prompt;
   int durations[16];
   text_vocab vocab;
 } parakeet;
@@ -53,7 +77,21 @@ typedef struct {
   gpu_rec *rec;
   parakeet_arena arena;
   gpu_transducer_search *search; /* NULL without m->gdec */
+  /* The prompt MLP's first layer with this session's language bias (its own
+   * bias buffer; the weights are the model's). */
+  gpu_linear prompt_in;
+  uint32_t prompt_id; /* the slot whose bias prompt_in holds; UINT32_MAX: none yet */
+  const char *language; /* the hint for the next transcription (NULL: auto) */
+  struct parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
 } parakeet_session;
+
+/* The prompt slot of a language hint: the dictionary's entry for it, the auto
+ * slot for NULL or "" (spec 1.10), STENO_ERR_INVALID for an unknown one. */
+int parakeet_prompt_id(const parakeet *m, const char *language, uint32_t *id);
+
+/* Loads the bias of the session's language hint into its prompt layer (no
+ * prompt: nothing). */
+int parakeet_session_prompt(parakeet_session *s);
 
 int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out);
 void parakeet_free(parakeet *m);
@@ -72,7 +110,15 @@ int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel
                       size_t *valid);
 
 /* Encoder frames after subsampling `valid` mel frames. */
-uint32_t parakeet_encoder_frames(uint32_t valid);
+uint32_t parakeet_encoder_frames(const parakeet *m, uint32_t valid);
+
+/* Records the prompt MLP (Nemotron 3.5; hidden and out hold its t rows) and
+ * the head over t rows of x (`stride` floats apart) into head. */
+void parakeet_record_head(parakeet_session *s, gpu_buffer *x, uint32_t stride, uint32_t t,
+                          gpu_buffer *hidden, gpu_buffer *out, gpu_buffer *head);
+
+/* The first d of every `stride` floats of t rows of b, as a new [t][d] array. */
+int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t d, float **out);
 
 /* Runs the encoder and the head on `valid` mel frames. enc (if not NULL) gets
  * the encoder output [t][d], head (if not NULL) the head's output [t][head

@@ -9,8 +9,8 @@
 #include "decode/ctc.h"
 #include "models/parakeet/parakeet.h"
 
-uint32_t parakeet_encoder_frames(uint32_t valid) {
-  return dw_subsampling_frames(valid);
+uint32_t parakeet_encoder_frames(const parakeet *m, uint32_t valid) {
+  return dw_subsampling_out(&m->sub, valid);
 }
 
 int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
@@ -35,9 +35,13 @@ static int arena_fit(parakeet_session *s, uint32_t frames) {
   if (frames <= a->frames) return 0;
   parakeet_arena_free(a);
   const parakeet *m = s->m;
-  size_t T8 = parakeet_encoder_frames(frames), f = sizeof(float);
+  size_t T8 = parakeet_encoder_frames(m, frames), f = sizeof(float);
   gpu_device *dev = m->dev;
   int st = gpu_buffer_new(dev, frames * (size_t)m->c.mels * f, &a->mel);
+  if (!st && m->prompt.n)
+    st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->prompt.in) * f, &a->prompt_hidden);
+  if (!st && m->prompt.n)
+    st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->prompt.out) * f, &a->prompt_out);
   if (!st) st = dw_subsampling_scratch_new(dev, &m->sub, frames, &a->sub);
   if (!st) st = gpu_buffer_new(dev, T8 * gpu_linear_width(&m->head) * f, &a->head);
   if (!st) st = conformer_scratch_new(dev, &m->c.dims, (uint32_t)T8, &a->enc);
@@ -49,6 +53,32 @@ static int arena_fit(parakeet_session *s, uint32_t frames) {
   return 0;
 }
 
+void parakeet_record_head(parakeet_session *s, gpu_buffer *x, uint32_t stride, uint32_t t,
+                          gpu_buffer *hidden, gpu_buffer *out, gpu_buffer *head) {
+  const parakeet *m = s->m;
+  if (m->prompt.n) {
+    /* enc' = W2·ReLU(W0·[enc ; onehot] + b0) + b2: the one-hot is in prompt_in's bias. */
+    gpu_gemm_strided(s->rec, x, stride, &s->prompt_in, hidden, t, GPU_EPI_RELU, 0);
+    gpu_gemm_strided(s->rec, hidden, gpu_linear_width(&s->prompt_in), &m->prompt.out, out, t,
+                     GPU_EPI_BIAS, 0);
+    x = out;
+    stride = gpu_linear_width(&m->prompt.out);
+  }
+  gpu_gemm_strided(s->rec, x, stride, &m->head, head, t, GPU_EPI_BIAS, 0);
+}
+
+int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t d, float **out) {
+  *out = NULL;
+  float *rows = mem_alloc((size_t)t * stride, sizeof *rows), *e = mem_alloc((size_t)t * d, sizeof *e);
+  int st = rows && e ? gpu_download(b, 0, rows, (size_t)t * stride * sizeof *rows) : STENO_ERR_NOMEM;
+  for (uint32_t r = 0; !st && r < t; r++)
+    memcpy(e + (size_t)r * d, rows + (size_t)r * stride, d * sizeof *e);
+  free(rows);
+  if (st) free(e);
+  else *out = e;
+  return st;
+}
+
 int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t_out) {
   if (enc) *enc = NULL;
@@ -58,7 +88,8 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   const parakeet *m = s->m;
   TRY(arena_fit(s, valid));
   parakeet_arena *a = &s->arena;
-  uint32_t t = parakeet_encoder_frames(valid), d = m->c.dims.d;
+  uint32_t t = parakeet_encoder_frames(m, valid), d = m->c.dims.d;
+  TRY(parakeet_session_prompt(s));
   TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
   TRY(conformer_positions(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
@@ -67,7 +98,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   for (uint32_t i = 0; i < m->c.layers; i++)
     conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
-  gpu_gemm_strided(s->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
+  parakeet_record_head(s, a->enc.x, S, t, a->prompt_hidden, a->prompt_out, a->head);
   TRY(gpu_rec_run(s->rec));
 
   float *h = NULL, *e = NULL;
@@ -76,13 +107,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
     h = mem_alloc((size_t)t * width, sizeof *h);
     st = h ? gpu_download(a->head, 0, h, (size_t)t * width * sizeof *h) : STENO_ERR_NOMEM;
   }
-  if (!st && enc) {
-    float *rows = mem_alloc((size_t)t * S, sizeof *rows);
-    e = mem_alloc((size_t)t * d, sizeof *e);
-    st = rows && e ? gpu_download(a->enc.x, 0, rows, (size_t)t * S * sizeof *rows) : STENO_ERR_NOMEM;
-    for (uint32_t r = 0; !st && r < t; r++) memcpy(e + (size_t)r * d, rows + (size_t)r * S, d * sizeof *e);
-    free(rows);
-  }
+  if (!st && enc) st = parakeet_download_rows(a->enc.x, S, t, d, &e);
   if (st) {
     free(h);
     free(e);
