@@ -18,8 +18,16 @@ zero-padded to a multiple of 8 frames); features_norm (the ASR encoder's input);
 asr_states [d, T] (ASR encoder output before asr_norm); speaker_logits [S, frames];
 speaker_probs [S, T] (sigmoid averaged per encoder frame); speaker_activity [S, T]
 (0/1); audio_states [d, T] (asr_norm + speaker embedding); audio_embeds [d_lm, T]
-(projected). Keys: ref.valid_frames, ref.encoder_frames, and the decoder-side
-ref.prompt_ids / ref.generated_ids when generation runs.
+(projected). Keys: ref.valid_frames, ref.encoder_frames; and the decoder side:
+ref.prompt_ids (the processor's apply_transcription_request with the default
+prompt: a ChatML-like template, the clip's <|audio|> tokens expanded),
+ref.generated_ids (greedy generate, GEN_TOKENS new tokens) and ref.min_margin (the
+smallest top-1/top-2 logit gap over those steps), with first_logits [vocab] (the
+logits after the prompt).
+
+The tiny checkpoint carries a byte-level BPE tokenizer trained here (320 ids with
+specials, <|audio|> appended at 320 as NVIDIA's), the chat template, and a
+16-piece alignment tokenizer, so the converter's tokenizer path runs too.
 """
 
 from __future__ import annotations
@@ -65,6 +73,64 @@ WTS = dict(hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attent
            blank_token_id=19)
 
 
+GEN_TOKENS = 8
+LM_HEAD_SCALE = 100.0  # random init gives logits within ±0.1: scaled so greedy steps are not near-ties
+TEXTS = ["Audio transcription. Language: as spoken. Wording: verbatim, including fillers and repetitions. "
+         "Formatting: punctuation and capitalization. Output: transcript only.",
+         "The quick brown fox jumps over the lazy dog.", "Hello world, this is a test of the tiny tokenizer.",
+         "speaker one said yes and speaker two said no"] * 3
+SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<spk:0>", "<spk:1>"]
+# The split pattern of Nemotron-H's tokenizer.json, then byte-level pieces.
+SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}|"
+         r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+TEMPLATE = (
+    "{%- for message in messages -%}\n<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for c in message['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
+    "{% elif c['type'] == 'audio' %}<|audio|>{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor -%}\n{%- if add_generation_prompt -%}<|im_start|>assistant\n"
+    "{% if not (enable_thinking | default(true)) %}<think></think>{% endif %}{%- endif -%}")
+
+
+def processor(fe):
+    """The processor of the tiny checkpoint: tokenizer, alignment tokenizer, template."""
+    from tokenizers import Tokenizer, Regex, decoders, models, pre_tokenizers, trainers
+    from transformers import Nemotron3_5TranscribeProcessor, PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(SPLIT), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=TEXT["vocab_size"], special_tokens=SPECIALS,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<unk>")
+    fast.add_special_tokens({"additional_special_tokens": ["<|audio|>"]})
+    assert len(fast) == TEXT["vocab_size"] + 1 and fast.convert_tokens_to_ids("<|audio|>") == TEXT["vocab_size"]
+    al = Tokenizer(models.BPE(unk_token="<unk>"))
+    al.pre_tokenizer = pre_tokenizers.Metaspace()
+    al.train_from_iterator(["a b c d e f g"], trainers.BpeTrainer(vocab_size=19, special_tokens=["<unk>"],
+                                                                   show_progress=False))
+    return Nemotron3_5TranscribeProcessor(fe, fast, PreTrainedTokenizerFast(tokenizer_object=al, unk_token="<unk>"),
+                                          chat_template=TEMPLATE)
+
+
+def generation(model, proc, pcm) -> dict:
+    """Prompt ids, greedy tokens and their margins (the decoder-side references)."""
+    inputs = proc.apply_transcription_request(audio=pcm)
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=GEN_TOKENS, min_new_tokens=GEN_TOKENS, do_sample=False,
+                             output_logits=True, return_dict_in_generate=True)
+    prompt = inputs["input_ids"][0]
+    gen = out.sequences[0, prompt.shape[0]:]
+    margins = [float(torch.topk(l[0], 2).values.diff().abs()) for l in out.logits]
+    print(f"prompt {prompt.shape[0]} ids ({int((prompt == TEXT['vocab_size']).sum())} audio), generated "
+          f"{gen.tolist()}, smallest margin {min(margins):.4f}")
+    return {"prompt": prompt.tolist(), "generated": gen.tolist(), "margin": min(margins),
+            "first_logits": out.logits[0][0]}
+
+
 def clip() -> np.ndarray:
     """3.2 s of tones and noise bursts whose loudness changes (deterministic)."""
     rng = np.random.default_rng(7)
@@ -98,6 +164,7 @@ def build_model():
         # (rows centred: the ReLU features are all positive, so an uncentred row gives one sign)
         head.weight.sub_(head.weight.mean(1, keepdim=True)).mul_(HEAD_SCALE)
         head.bias.zero_()
+        model.lm_head.weight.mul_(LM_HEAD_SCALE)
     return model
 
 
@@ -138,7 +205,7 @@ def write_preprocessor(fe, d: Path) -> None:
     assert cfg["mel_filters_dtype"] == "bfloat16" and cfg["feature_size"] == MELS
 
 
-def write_ref(path: Path, pcm, refs: dict, valid: int, T: int) -> None:
+def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> None:
     w = gguf.GGUFWriter(str(path), "steno-ref")
     w.add_key_value("ref.model", f"{NAME}.gguf", VT.STRING)
     w.add_key_value("ref.seed", SEED, VT.UINT32)
@@ -146,6 +213,10 @@ def write_ref(path: Path, pcm, refs: dict, valid: int, T: int) -> None:
                     f"{torch.__version__}", VT.STRING)
     w.add_key_value("ref.valid_frames", valid, VT.UINT32)
     w.add_key_value("ref.encoder_frames", T, VT.UINT32)
+    w.add_key_value("ref.prompt_ids", gen["prompt"], VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("ref.generated_ids", gen["generated"], VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("ref.min_margin", gen["margin"], VT.FLOAT32)
+    w.add_tensor("first_logits", np.ascontiguousarray(gen["first_logits"].float().numpy()))
     w.add_tensor("pcm", pcm)
     for k, v in refs.items():
         w.add_tensor(k, np.ascontiguousarray(v.float().numpy()))
@@ -164,12 +235,15 @@ def main() -> int:
     fe, feats, mask = features(pcm)
     refs = references(model, feats, mask)
     valid, T = int(mask.sum()), feats.shape[1] // 8
+    proc = processor(fe)
+    gen = generation(model, proc, pcm)
     with tempfile.TemporaryDirectory() as tmp:
         ck = Path(tmp) / NAME
         model.save_pretrained(str(ck))
+        proc.save_pretrained(str(ck))
         write_preprocessor(fe, ck)
         conv.convert(ck, a.out / f"{NAME}.gguf", "f32", NAME)
-    write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T)
+    write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T, gen)
     print(f"wrote {a.out}/{NAME}.gguf and .ref.gguf: {valid} valid frames, {T} encoder frames")
     return 0
 
