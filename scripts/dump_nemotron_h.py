@@ -13,13 +13,17 @@ the shared expert).
 
 Writes, deterministically (fixed seeds):
   tests/fixtures/nemotron_h_tiny.gguf      the model, F32, architecture
-      `nemotron_h`: keys nemotron_h.<config field> and the HF module's
-      tensor names (model.embeddings.weight, model.layers.N.mixer.*,
-      model.norm_f.weight, lm_head.weight); see docs/nemotron-transcribe-gguf.md
-  tests/fixtures/nemotron_h_tiny.ref.gguf  prompt ids; prefill logits and
-      every block's output over the prompt (no cache); greedy generate's
-      tokens and each step's logits (prefill with the cache, then the
-      one-token recurrent path); the smallest top-1/top-2 logit margin.
+      `nemotron_h`: the decoder part of docs/nemotron-transcribe-gguf.md (§7)
+      with the key prefix nemotron_h. (there: nemotron3_5_transcribe.lm.):
+      keys of the config fields' names, tensors lm.embed_tokens.weight,
+      lm.layers.N.{norm,mixer.*}, lm.norm.weight, lm_head.weight
+  tests/fixtures/nemotron_h_tiny.ref.gguf  ref.prompt (ids); prefill.logits
+      [prompt][vocab] and prefill.hidden.i [prompt][hidden] (transformers'
+      hidden_states[i + 1]: the residual after layer i, the last one after
+      the final norm) over the prompt without a cache; greedy generate's
+      ref.tokens and generate.logits [steps][vocab] (the prompt with the cache,
+      then the one-token recurrent path); ref.margin, the smallest top-1/top-2
+      logit gap of all of them (greedy decisions are far from ties).
 
     /root/venv/bin/python scripts/dump_nemotron_h.py
 """
@@ -52,15 +56,29 @@ CONFIG = dict(
     routed_scaling_factor=2.5, layer_norm_epsilon=1e-5, tie_word_embeddings=False,
     pad_token_id=0, bos_token_id=1, eos_token_id=2,
 )
-# Config fields written as keys (nemotron_h.<name>), with their GGUF types.
+# Config fields written as keys (nemotron_h.<name>, the names of the decoder's keys in
+# docs/nemotron-transcribe-gguf.md §7, whose prefix there is nemotron3_5_transcribe.lm.).
 U32_KEYS = ["vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
             "intermediate_size", "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
-            "conv_kernel", "chunk_size", "n_routed_experts", "num_experts_per_tok",
-            "moe_intermediate_size", "moe_shared_expert_intermediate_size", "n_group", "topk_group"]
-F32_KEYS = ["time_step_min", "routed_scaling_factor", "layer_norm_epsilon"]
-BOOL_KEYS = ["use_conv_bias", "use_bias", "mlp_bias", "attention_bias", "norm_topk_prob",
-             "tie_word_embeddings"]
+            "conv_kernel", "expand", "chunk_size", "n_routed_experts", "num_experts_per_tok",
+            "n_shared_experts", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+            "n_group", "topk_group", "max_position_embeddings", "bos_token_id", "eos_token_id",
+            "pad_token_id"]
+F32_KEYS = ["time_step_min", "time_step_max", "time_step_floor", "routed_scaling_factor",
+            "layer_norm_epsilon"]
+BOOL_KEYS = ["use_conv_bias", "mamba_proj_bias", "mlp_bias", "attention_bias", "norm_topk_prob",
+             "residual_in_fp32", "tie_word_embeddings"]
 STR_KEYS = ["mlp_hidden_act", "mamba_hidden_act"]
+
+
+def gguf_name(hf: str) -> str:
+    """The layout's tensor name of a transformers NemotronHForCausalLM parameter (NeMo's
+    llm.model. names with lm. for llm.model.)."""
+    name = hf.replace("model.embeddings.", "lm.embed_tokens.").replace("model.norm_f.", "lm.norm.")
+    name = name.replace("model.layers.", "lm.layers.")
+    if name.endswith(("mixer.experts.up_proj", "mixer.experts.down_proj")):
+        name += ".weight"
+    return name
 
 
 def build(seed: int) -> NemotronHForCausalLM:
@@ -124,7 +142,7 @@ def run(m: NemotronHForCausalLM, ids: torch.Tensor) -> dict:
     for layer in m.model.layers:
         if layer.block_type == "linear_attention":
             mx = layer.mixer
-            h = layer.norm(m.model.embeddings(ids))  # only layer 0's input is exact; a count
+            h = layer.norm(m.model.embeddings(ids))  # exact for layer 0 only: a lower bound
             dt = torch.nn.functional.softplus(mx.in_proj(h)[..., -mx.num_heads:] + mx.dt_bias)
             clamped += int((dt < m.config.time_step_min).sum())
     assert clamped > 0, "the prefill's dt clamp never binds"
@@ -145,10 +163,12 @@ def write_model(m: NemotronHForCausalLM, path: Path) -> None:
         w.add_key_value(k + name, bool(getattr(cfg, name)), VT.BOOL)
     for name in STR_KEYS:
         w.add_key_value(k + name, str(getattr(cfg, name)), VT.STRING)
-    w.add_key_value(k + "hybrid_override_pattern", cfg.hybrid_override_pattern, VT.STRING)
-    w.add_key_value(k + "eos_token_id", int(cfg.eos_token_id), VT.UINT32)
+    w.add_key_value(k + "layers_block_type", list(cfg.layers_block_type), VT.ARRAY,
+                    sub_type=VT.STRING)
+    w.add_key_value(k + "time_step_limit", [float(x) for x in cfg.time_step_limit], VT.ARRAY,
+                    sub_type=VT.FLOAT32)
     for name, t in m.state_dict().items():
-        w.add_tensor(name, np.ascontiguousarray(t.float().numpy()))
+        w.add_tensor(gguf_name(name), np.ascontiguousarray(t.float().numpy()))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

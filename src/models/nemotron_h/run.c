@@ -1,0 +1,168 @@
+/* Nemotron-H on the GPU: a session's forward pass over n rows (one recorded
+ * submission), and greedy decoding one token per submission. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/decode.h"
+#include "models/nemotron_h/nemotron_h.h"
+
+static const gpu_linear *head(const nemotron_h *m) { return m->tied ? &m->embed : &m->head; }
+
+int nemotron_h_session_new(const nemotron_h *m, uint32_t ctx, nemotron_h_session **out) {
+  *out = NULL;
+  if (ctx < 1 || ctx > m->max_pos)
+    return err_set(STENO_ERR_INVALID, "nemotron_h: a context of %u (the model's is %u)", ctx,
+                   m->max_pos);
+  nemotron_h_session *s = mem_alloc(1, sizeof *s);
+  if (!s) return STENO_ERR_NOMEM;
+  s->m = m;
+  s->ctx = ctx;
+  s->cache = mem_alloc(m->layers, sizeof *s->cache);
+  int st = s->cache ? gpu_rec_new(m->dev, &s->rec) : STENO_ERR_NOMEM;
+  for (uint32_t i = 0; !st && i < m->layers; i++)
+    if (m->kind[i] == NH_MAMBA || m->kind[i] == NH_ATTENTION)
+      st = hybrid_cache_new(m->dev, &m->d, m->kind[i] == NH_ATTENTION, ctx, &s->cache[i]);
+  if (st) {
+    nemotron_h_session_free(s);
+    return st;
+  }
+  *out = s;
+  return 0;
+}
+
+void nemotron_h_session_free(nemotron_h_session *s) {
+  if (!s) return;
+  for (uint32_t i = 0; s->cache && i < s->m->layers; i++) hybrid_cache_free(&s->cache[i]);
+  free(s->cache);
+  hybrid_scratch_free(&s->s);
+  gpu_buffer_free(s->logits);
+  gpu_rec_free(s->rec);
+  free(s);
+}
+
+/* Activations for n rows and logits for `logit_rows` (grown, never shrunk). */
+static int room(nemotron_h_session *s, uint32_t n, uint32_t logit_rows) {
+  const nemotron_h *m = s->m;
+  if (n > s->s.rows) {
+    hybrid_scratch_free(&s->s);
+    TRY(hybrid_scratch_new(m->dev, &m->d, n, m->wide, &s->s));
+  }
+  if (logit_rows > s->logit_rows) {
+    gpu_buffer_free(s->logits);
+    s->logits = NULL;
+    s->logit_rows = 0;
+    TRY(gpu_buffer_new(m->dev, (size_t)logit_rows * gpu_linear_width(head(m)) * sizeof(float),
+                       &s->logits));
+    s->logit_rows = logit_rows;
+  }
+  return 0;
+}
+
+/* The input rows into x: token embeddings, or the given embeddings (uploaded
+ * before recording: row i at i·stride). */
+static int inputs(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n) {
+  const nemotron_h *m = s->m;
+  uint32_t d = m->d.d, S = m->d.stride;
+  for (uint32_t i = 0; i < n; i++) {
+    bool given = !ids || ids[i] < 0;
+    if (given && !embeds)
+      return err_set(STENO_ERR_INVALID, "nemotron_h: row %u has no token and no embedding", i);
+    if (!given && (uint32_t)ids[i] >= m->vocab)
+      return err_set(STENO_ERR_INVALID, "nemotron_h: token %d of %u", ids[i], m->vocab);
+    if (given) TRY(gpu_upload(s->s.x, (size_t)i * S * sizeof(float), embeds + (size_t)i * d, d * sizeof(float)));
+    else gpu_embed(s->rec, &m->embed, (uint32_t)ids[i], NULL, 0, s->s.x, i * S);
+  }
+  return 0;
+}
+
+/* Layers [0, upto) over n rows at the session's position. */
+static void record_layers(nemotron_h_session *s, uint32_t n, uint32_t upto) {
+  const nemotron_h *m = s->m;
+  const hybrid_dims *d = &m->d;
+  for (uint32_t i = 0; i < upto; i++) {
+    gpu_rms_norm(s->rec, s->s.x, 0, d->stride, NULL, 0, 0, m->norm[i], d->eps, d->d, s->s.h, 0,
+                 d->stride, n, d->d);
+    switch (m->kind[i]) {
+      case NH_MAMBA: mamba2_record(s->rec, d, &m->mamba[i], &s->cache[i], &s->s, n, s->pos); break;
+      case NH_ATTENTION: gqa_record(s->rec, d, &m->attn[i], &s->cache[i], &s->s, n, s->pos); break;
+      default: mlp_record(s->rec, d, &m->mlp[i], &s->s, n); break;
+    }
+  }
+}
+
+static int check_rows(const nemotron_h_session *s, uint32_t n) {
+  if (n == 0 || n > 65535 / (s->m->d.router.k ? s->m->d.router.k : 1) ||
+      (uint64_t)s->pos + n > s->ctx)
+    return err_set(STENO_ERR_INVALID, "nemotron_h: %u rows at position %u (context %u)", n, s->pos,
+                   s->ctx);
+  return 0;
+}
+
+int nemotron_h_feed(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
+                    float *logits, bool all_rows) {
+  const nemotron_h *m = s->m;
+  const hybrid_dims *d = &m->d;
+  TRY(check_rows(s, n));
+  uint32_t lr = logits ? (all_rows ? n : 1) : 0, W = gpu_linear_width(head(m));
+  TRY(room(s, n, lr));
+  TRY(gpu_rec_begin(s->rec));
+  TRY(inputs(s, ids, embeds, n));
+  record_layers(s, n, m->layers);
+  if (logits) { /* the final norm of the rows wanted, then the head */
+    uint32_t first = n - lr;
+    gpu_rms_norm(s->rec, s->s.x, first * d->stride, d->stride, NULL, 0, 0, m->norm_f, d->eps, d->d,
+                 s->s.h, 0, d->stride, lr, d->d);
+    hybrid_linear(s->rec, s->s.h, d->stride, head(m), s->logits, lr, GPU_EPI_BIAS);
+  }
+  TRY(gpu_rec_run(s->rec));
+  s->pos += n;
+  for (uint32_t r = 0; r < lr; r++)
+    TRY(gpu_download(s->logits, (size_t)r * W * sizeof(float), logits + (size_t)r * m->vocab,
+                     m->vocab * sizeof(float)));
+  return 0;
+}
+
+int nemotron_h_hidden(nemotron_h_session *s, const int *ids, uint32_t n, uint32_t layers,
+                      float *hidden) {
+  const nemotron_h *m = s->m;
+  TRY(check_rows(s, n));
+  if (layers > m->layers)
+    return err_set(STENO_ERR_INVALID, "nemotron_h: %u of %u layers", layers, m->layers);
+  TRY(room(s, n, 0));
+  TRY(gpu_rec_begin(s->rec));
+  TRY(inputs(s, ids, NULL, n));
+  record_layers(s, n, layers);
+  TRY(gpu_rec_run(s->rec));
+  s->pos += n;
+  for (uint32_t r = 0; r < n; r++)
+    TRY(gpu_download(s->s.x, (size_t)r * m->d.stride * sizeof(float), hidden + (size_t)r * m->d.d,
+                     m->d.d * sizeof(float)));
+  return 0;
+}
+
+static int argmax(const float *x, uint32_t n) {
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return (int)best;
+}
+
+int nemotron_h_greedy(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
+                      uint32_t max_new, const int *stop, int n_stop, int *out, uint32_t *n_out) {
+  *n_out = 0;
+  float *logits = mem_alloc(s->m->vocab, sizeof *logits);
+  if (!logits) return STENO_ERR_NOMEM;
+  int st = nemotron_h_feed(s, ids, embeds, n, logits, false);
+  while (!st && *n_out < max_new) {
+    int tok = argmax(logits, s->m->vocab);
+    out[(*n_out)++] = tok;
+    bool end = false;
+    for (int i = 0; i < n_stop; i++) end = end || tok == stop[i];
+    if (end || *n_out == max_new) break;
+    st = nemotron_h_feed(s, &tok, NULL, 1, logits, false);
+  }
+  free(logits);
+  return st;
+}
