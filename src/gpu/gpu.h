@@ -109,6 +109,12 @@ int gpu_upload_batch(gpu_device *dev, bool on);
 /* Sends and waits for the queued uploads (the batch stays on). */
 int gpu_upload_settle(gpu_device *dev);
 
+/* A recorder for work done once while loading (weights converted on the GPU),
+ * begun if it was not. gpu_load_work_done runs it at once, or, while uploads
+ * are batched, leaves it for the end of the batch (one run for the model). */
+int gpu_load_work(gpu_device *dev, gpu_rec **rec);
+int gpu_load_work_done(gpu_device *dev);
+
 /* A new buffer holding a copy of `bytes` of `data`. */
 int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);
 

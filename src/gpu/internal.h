@@ -53,6 +53,8 @@ struct gpu_device {
   bool brecording;    /* xfer[bhalf] is open */
   bool bpending[2];   /* a half's copies were submitted and not yet waited for */
   struct pool *copiers;
+  gpu_rec *load_rec;  /* gpu_load_work's recorder */
+  bool load_open;     /* it holds dispatches not yet run */
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
   VkDebugUtilsMessengerEXT messenger; /* with STENO_VALIDATE */

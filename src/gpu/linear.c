@@ -139,32 +139,24 @@ static int linear_direct(gpu_device *dev, const gpu_weight *parts, int nparts, c
   return st;
 }
 
-/* Weight i of a BF16 or Q8_0 (34-byte blocks) tensor as f32. */
-static float weight_at(gpu_wtype t, const uint8_t *data, size_t i) {
-  uint16_t h;
-  if (t == GPU_BF16) {
-    memcpy(&h, data + 2 * i, 2);
-    return bf16_to_f32(h);
-  }
-  const uint8_t *block = data + i / 32 * 34;
-  memcpy(&h, block, 2);
-  return f16_to_f32(h) * (float)(int8_t)block[2 + i % 32];
+void gpu_weights_to_f16(gpu_rec *rec, const gpu_linear *l, gpu_buffer *dst) {
+  if (l->type != GPU_BF16 && l->type != GPU_Q8_0)
+    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "weights_f16: type %d", (int)l->type));
+  uint32_t spec = l->type, words = l->n * l->wk / 2; /* wk is a multiple of 32 */
+  uint32_t groups = (words + 255) / 256, gx = groups < 65535 ? groups : 65535;
+  gpu_buffer *bufs[] = {l->w, l->scales ? l->scales : l->w, dst};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "weights_f16", &spec, 1), bufs, 3, &words, sizeof words,
+               gx, (groups + gx - 1) / gx, 1);
 }
 
-/* gemm_tc's f16 copy of BF16 or Q8_0 weights, [n][wk] with zeros past the
- * stacked rows and past k: converted once here instead of in every tile. */
-static int linear_f16(gpu_device *dev, const gpu_weight *parts, int nparts, gpu_linear *out) {
-  uint16_t *h = mem_alloc((size_t)out->n * out->wk, sizeof *h);
-  if (!h) return STENO_ERR_NOMEM;
-  memset(h, 0, (size_t)out->n * out->wk * sizeof *h);
-  size_t row = 0;
-  for (int i = 0; i < nparts; i++)
-    for (size_t r = 0; r < parts[i].rows; r++, row++)
-      for (size_t x = 0; x < out->k; x++)
-        h[row * out->wk + x] = f32_to_f16(weight_at(out->type, parts[i].data, r * out->k + x));
-  int st = gpu_buffer_from(dev, h, (size_t)out->n * out->wk * sizeof *h, &out->w16);
-  free(h);
-  return st;
+/* gemm_tc's f16 copy of BF16 or Q8_0 weights, made on the GPU from the
+ * uploaded ones (zeros past the rows and past k stay zeros). */
+static int linear_f16(gpu_device *dev, gpu_linear *out) {
+  TRY(gpu_buffer_new(dev, (size_t)out->n * out->wk * 2, &out->w16));
+  gpu_rec *rec;
+  TRY(gpu_load_work(dev, &rec));
+  gpu_weights_to_f16(rec, out, out->w16);
+  return gpu_load_work_done(dev);
 }
 
 /* The padded layout in one host buffer (Q8_0: data | scales). */
@@ -221,7 +213,7 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   int st = type != GPU_Q8_0 && wk == k ? linear_direct(dev, parts, nparts, bias, nbias, out)
                                        : linear_padded(dev, parts, nparts, bias, nbias, out);
   if (!st && (type == GPU_BF16 || type == GPU_Q8_0) && tc_passed(dev))
-    st = linear_f16(dev, parts, nparts, out);
+    st = linear_f16(dev, out);
   if (st) gpu_linear_free(out);
   return st;
 }

@@ -51,6 +51,10 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
                    int nparts, const float *bias, size_t nbias, gpu_linear *out);
 void gpu_linear_free(gpu_linear *l);
 
+/* Records l's BF16 or Q8_0 weights converted to f16 [n][wk] into dst (n·wk·2
+ * bytes), rounded to nearest even: the copy gemm_tc reads. */
+void gpu_weights_to_f16(gpu_rec *rec, const gpu_linear *l, gpu_buffer *dst);
+
 /* Output row stride: n + dual. */
 static inline uint32_t gpu_linear_width(const gpu_linear *l) { return l->n + l->dual; }
 

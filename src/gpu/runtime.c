@@ -286,7 +286,23 @@ int gpu_upload_batch(gpu_device *d, bool on) {
     d->copiers = NULL;
   }
   pthread_mutex_unlock(&d->lock);
+  if (!on && !st && d->load_open) st = gpu_load_work_done(d);
   return st ? st : gpu_check_valid(d);
+}
+
+int gpu_load_work(gpu_device *d, gpu_rec **rec) {
+  *rec = NULL;
+  if (!d->load_rec) TRY(gpu_rec_new(d, &d->load_rec));
+  if (!d->load_open) TRY(gpu_rec_begin(d->load_rec));
+  d->load_open = true;
+  *rec = d->load_rec;
+  return 0;
+}
+
+int gpu_load_work_done(gpu_device *d) {
+  if (!d->load_open || d->batch) return 0;
+  d->load_open = false;
+  return gpu_rec_run(d->load_rec);
 }
 
 int gpu_upload_settle(gpu_device *d) {
@@ -645,6 +661,7 @@ void gpu_close(gpu_device *d) {
   if (!d) return;
   if (d->dev) {
     gpu_upload_batch(d, false);
+    gpu_rec_free(d->load_rec);
     vkDeviceWaitIdle(d->dev);
     gpu_pcache_close(d);
     for (int i = 0; i < d->nkernels; i++) {
