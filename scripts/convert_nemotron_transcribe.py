@@ -351,6 +351,30 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
             "audio_token": audio_tok}
 
 
+def prompt_ids(model_dir: Path, tok: dict | None, prompt: str) -> tuple[list[int], list[int]] | None:
+    """The default transcription request around its audio: the ids before and
+    after the run of audio tokens, as the processor's apply_transcription_request
+    makes them (the chat template rendered with the prompt text then one audio
+    item, generation prompt on, thinking off; the text tokenized, the audio token
+    being a special token that splits it). None without transformers or a template."""
+    if not tok or not tok["template"]:
+        return None
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        print("convert_nemotron_transcribe: no transformers here: the prompt keys are left out", file=sys.stderr)
+        return None
+    t = PreTrainedTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"))
+    conv = [{"role": "user", "content": [{"type": "text", "text": prompt}, {"type": "audio"}]}]
+    text = t.apply_chat_template(conv, chat_template=tok["template"], tokenize=False, add_generation_prompt=True,
+                                 enable_thinking=False)
+    if text.count(tok["audio_token"]) != 1:
+        raise ConvertError(f"the chat template renders {text.count(tok['audio_token'])} audio tokens, not 1")
+    before, after = text.split(tok["audio_token"])
+    enc = lambda s: t(s, add_special_tokens=False)["input_ids"] if s else []  # noqa: E731
+    return enc(before), enc(after)
+
+
 def alignment_tokens(model_dir: Path) -> list[str] | None:
     tj = read_json(model_dir / "alignment_tokenizer" / "tokenizer.json", required=False)
     if not tj:
@@ -378,7 +402,7 @@ def target_type(name: str, arr: np.ndarray, outtype: str) -> QT:
 
 
 def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt: str,
-               align: list[str] | None) -> None:
+               align: list[str] | None, around: tuple[list[int], list[int]] | None) -> None:
     def put(key, v):
         if isinstance(v, bool):
             w.add_key_value(key, v, VT.BOOL)
@@ -399,6 +423,9 @@ def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt
     put(P + "audio_token_id", hp["audio_token_id"])
     put(P + "audio_token", tok["audio_token"] if tok else "<|audio|>")
     put(P + "default_prompt", prompt)
+    if around:
+        w.add_key_value(P + "prompt.prefix_ids", around[0], VT.ARRAY, sub_type=VT.INT32)
+        w.add_key_value(P + "prompt.suffix_ids", around[1], VT.ARRAY, sub_type=VT.INT32)
     put(P + "audio.speaker_activity_threshold", hp["speaker_activity_threshold"])
     fe = {"sample_rate": int(pre["sampling_rate"]), "n_fft": int(pre["n_fft"]), "win_length": int(pre["win_length"]),
           "hop_length": int(pre["hop_length"]), "num_mel_bins": int(pre["feature_size"]),
@@ -474,7 +501,7 @@ def convert(model_dir: Path, out: Path, outtype: str = "auto", name: str | None 
     w = gguf.GGUFWriter(str(out), ARCH)
     w.add_name(name or model_dir.name)
     w.add_key_value("general.file_type", FILE_TYPE[outtype], VT.UINT32)
-    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir))
+    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt))
     w.add_tensor("frontend.window", window)
     w.add_tensor("frontend.filterbank", fb)
     for tname in sorted(tensors):

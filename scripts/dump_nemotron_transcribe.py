@@ -199,6 +199,14 @@ def references(model, feats, mask) -> dict:
             "audio_embeds": emb[0]}
 
 
+def check_prompt(path: Path, prompt: list[int], n_audio: int) -> None:
+    """The converted file's prompt keys rebuild the processor's prompt ids."""
+    r = gguf.GGUFReader(str(path))
+    pre = list(r.fields[conv.P + "prompt.prefix_ids"].contents())
+    post = list(r.fields[conv.P + "prompt.suffix_ids"].contents())
+    assert pre + [TEXT["vocab_size"]] * n_audio + post == prompt, (pre, post, prompt)
+
+
 def write_preprocessor(fe, d: Path) -> None:
     fe.save_pretrained(str(d))
     cfg = json.loads((d / "preprocessor_config.json").read_text())
@@ -243,6 +251,7 @@ def main() -> int:
         proc.save_pretrained(str(ck))
         write_preprocessor(fe, ck)
         conv.convert(ck, a.out / f"{NAME}.gguf", "f32", NAME)
+    check_prompt(a.out / f"{NAME}.gguf", gen["prompt"], -(-valid // 8))
     write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T, gen)
     print(f"wrote {a.out}/{NAME}.gguf and .ref.gguf: {valid} valid frames, {T} encoder frames")
     return 0

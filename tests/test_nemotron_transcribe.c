@@ -35,6 +35,18 @@ static void compare(const char *what, const float *got, const gguf_file *ref, si
   if (want) check_close(what, got, want, n, tol);
 }
 
+/* The default request's ids, as the processor made them for the clip. */
+static void prompt(const nt_model *m, const gguf_file *ref, uint32_t tokens) {
+  const gguf_kv *want = gguf_find(ref, "ref.prompt_ids");
+  int *ids = NULL;
+  uint32_t n = 0;
+  CHECK_OK(nt_prompt(m, tokens, &ids, &n));
+  bool same = want && ids && want->n == n;
+  for (uint32_t i = 0; same && i < n; i++) same = ids[i] == want->v.i32[i];
+  CHECK(same, "prompt of %u ids differs from the processor's %zu", n, want ? want->n : 0);
+  free(ids);
+}
+
 static void parity(const nt_model *m, const gguf_file *ref) {
   const nt_config *c = &m->c;
   const gguf_tensor *pcm = gguf_tensor_find(ref, "pcm");
@@ -65,6 +77,7 @@ static void parity(const nt_model *m, const gguf_file *ref) {
   compare("audio_states", a.states, ref, T * c->d, TOL);
   compare("audio_embeds", a.embeds, ref, T * c->d_lm, TOL);
   CHECK(a.tokens == (a.valid + c->sub - 1) / c->sub, "audio tokens %u", a.tokens);
+  prompt(m, ref, a.tokens);
   nt_audio_free(&a);
 }
 

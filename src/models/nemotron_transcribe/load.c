@@ -204,6 +204,42 @@ static int weights(nt_model *m, const gguf_file *f, const renc_dims *asr, const 
   return linear(m, f, "proj", m->c.d_lm, m->c.d, &m->proj);
 }
 
+/* The default request's ids around the audio (optional keys). */
+static int prompt_keys(nt_model *m, const gguf_file *f) {
+  const gguf_kv *pre = NULL, *post = NULL;
+  TRY(gguf_opt_arr(f, KEY "prompt.prefix_ids", GGUF_VAL_INT32, &pre));
+  TRY(gguf_opt_arr(f, KEY "prompt.suffix_ids", GGUF_VAL_INT32, &post));
+  if (!pre || !post) return 0;
+  if (pre->n > 65536 || post->n > 65536)
+    return err_set(STENO_ERR_FORMAT, "%s: prompt of %zu + %zu ids", f->name, pre->n, post->n);
+  m->prefix = mem_alloc(pre->n + 1, sizeof *m->prefix);
+  m->suffix = mem_alloc(post->n + 1, sizeof *m->suffix);
+  if (!m->prefix || !m->suffix) return STENO_ERR_NOMEM;
+  for (size_t i = 0; i < pre->n + post->n; i++) {
+    int32_t id = i < pre->n ? pre->v.i32[i] : post->v.i32[i - pre->n];
+    if (id < 0 || (uint32_t)id == m->c.audio_token)
+      return err_set(STENO_ERR_FORMAT, "%s: prompt id %d", f->name, id);
+    (i < pre->n ? m->prefix : m->suffix)[i < pre->n ? i : i - pre->n] = id;
+  }
+  m->n_prefix = (uint32_t)pre->n;
+  m->n_suffix = (uint32_t)post->n;
+  return 0;
+}
+
+int nt_prompt(const nt_model *m, uint32_t n_audio, int **ids, uint32_t *n) {
+  *ids = NULL;
+  if (!m->prefix) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no prompt keys");
+  size_t total = (size_t)m->n_prefix + n_audio + m->n_suffix;
+  int *v = mem_alloc(total, sizeof *v);
+  if (!v) return STENO_ERR_NOMEM;
+  for (uint32_t i = 0; i < m->n_prefix; i++) v[i] = m->prefix[i];
+  for (uint32_t i = 0; i < n_audio; i++) v[m->n_prefix + i] = (int)m->c.audio_token;
+  for (uint32_t i = 0; i < m->n_suffix; i++) v[m->n_prefix + n_audio + i] = m->suffix[i];
+  *ids = v;
+  *n = (uint32_t)total;
+  return 0;
+}
+
 int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out) {
   *out = NULL;
   nt_model *m = mem_alloc(1, sizeof *m);
@@ -212,6 +248,7 @@ int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out) {
   renc_dims asr = {0}, diar = {0};
   int st = config(f, &m->c, &asr, &diar);
   if (!st) st = weights(m, f, &asr, &diar);
+  if (!st) st = prompt_keys(m, f);
   if (st) {
     nt_free(m);
     return st;
@@ -234,5 +271,7 @@ void nt_free(nt_model *m) {
   w_norm_free(&m->spk_norm);
   gpu_linear_free(&m->spk_table);
   gpu_linear_free(&m->proj);
+  free(m->prefix);
+  free(m->suffix);
   free(m);
 }

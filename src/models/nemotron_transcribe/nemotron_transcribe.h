@@ -42,10 +42,18 @@ typedef struct {
   gpu_norm asr_norm, spk_norm;
   gpu_linear spk_table; /* the fixed sinusoids [speakers][d] as a layer d × speakers */
   gpu_linear proj;
+  int32_t *prefix, *suffix; /* the default request's ids around its audio (NULL: absent) */
+  uint32_t n_prefix, n_suffix;
 } nt_model;
 
 int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out);
 void nt_free(nt_model *m);
+
+/* The default transcription request for n_audio audio tokens: prefix ids,
+ * n_audio audio_token ids, suffix ids (*ids malloc'd, *n of them), as the
+ * processor's apply_transcription_request; STENO_ERR_UNSUPPORTED when the file
+ * has no prompt keys. */
+int nt_prompt(const nt_model *m, uint32_t n_audio, int **ids, uint32_t *n);
 
 /* What one run of the audio module gives (host arrays, malloc'd). */
 typedef struct {
