@@ -63,7 +63,13 @@ VARIANTS = {
     "e2e_rnnt": dict(seed=4104, head="rnnt", tok="bpe", d=40, layers=2, heads=2, ff=160, k=5, sk=5,
                      pred=32, joint=24),
 }
-SLUG = {"ctc": "gigaam-v3-ctc", "rnnt": "gigaam-v3-rnnt", "e2e_ctc": "gigaam-v3-e2e-ctc",
+# Not written by default: the published widths (d 768, 16 heads of 48, ff 3072,
+# predictor and joint 320, 1024 pieces) in 2 layers, for a parity check at the
+# real shapes (about 60 MB: not committed). --kinds wide --out DIR.
+VARIANTS["wide"] = dict(seed=4105, head="rnnt", tok="wide", d=768, layers=2, heads=16, ff=3072,
+                        k=5, sk=5, pred=320, joint=320)
+DEFAULT_KINDS = "ctc,rnnt,e2e_ctc,e2e_rnnt"
+SLUG = {"wide": "gigaam-v3-e2e-rnnt", "ctc": "gigaam-v3-ctc", "rnnt": "gigaam-v3-rnnt", "e2e_ctc": "gigaam-v3-e2e-ctc",
         "e2e_rnnt": "gigaam-v3-e2e-rnnt"}
 
 SR, N_FFT, HOP, MELS, ROPE_BASE = 16000, 320, 160, 64, 5000
@@ -434,6 +440,10 @@ def read_clips() -> dict:
 
 
 def vocabulary(tok: str):
+    if tok == "wide":
+        vocab = PIECES + [f"▁w{i}" for i in range(1024 - len(PIECES))] + ["<blank>"]
+        types = [2] + [1] * (len(vocab) - 2) + [3]
+        return vocab, types
     if tok == "char":
         vocab = CHARS + ["<blank>"]
         types = [1] * len(CHARS) + [3]
@@ -501,7 +511,7 @@ def run_variant(name: str, out: Path, clips: dict) -> None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kinds", default=",".join(VARIANTS))
+    ap.add_argument("--kinds", default=DEFAULT_KINDS)
     ap.add_argument("--out", default=str(ROOT / "tests/fixtures"))
     a = ap.parse_args()
     torch.set_num_threads(1)
