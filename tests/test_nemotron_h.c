@@ -6,7 +6,8 @@
  * exactly; the prompt given as embeddings (how audio is spliced in) gives the
  * same logits; BF16 / F16 / Q8_0 copies load and stay near; a missing or
  * misshaped tensor, a missing key, an unknown layer type and absurd settings
- * are errors naming the culprit. */
+ * are errors naming the culprit. And the decoder of the Nemotron 3.5
+ * Transcribe fixture (towers' converter) against its reference's tokens. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,56 @@ static void other_types(const gguf_file *src, const gguf_file *ref, const int *i
   }
 }
 
+/* The decoder of tests/fixtures/nemotron_transcribe_tiny (towers' converter and
+ * reference, keys under nemotron3_5_transcribe.lm.): its prompt with the
+ * <|audio|> rows replaced by the reference's projected audio embeddings gives
+ * the reference's first logits, and greedy decoding its tokens (end of text
+ * suppressed, as generate's min_new_tokens does there). */
+static void transcribe_decoder(void) {
+  gguf_file *f, *ref;
+  fixture_open("nemotron_transcribe_tiny", &f, &ref);
+  nemotron_h *m = NULL;
+  uint32_t audio = 0;
+  if (f) CHECK_OK(nemotron_h_load(test_device(), f, "nemotron3_5_transcribe.lm.", "lm.", &m));
+  if (f) CHECK_OK(gguf_get_u32(f, "nemotron3_5_transcribe.audio_token_id", &audio));
+  const gguf_kv *prompt = ref ? ref_ints(ref, "ref.prompt_ids") : NULL;
+  const gguf_kv *gen = ref ? ref_ints(ref, "ref.generated_ids") : NULL;
+  const gguf_tensor *emb = ref ? gguf_tensor_find(ref, "audio_embeds") : NULL;
+  if (m && prompt && gen && emb && emb->type == GGUF_TYPE_F32 && emb->ne[0] == m->d.d) {
+    uint32_t n = (uint32_t)prompt->n, V = m->vocab, d = m->d.d, used = 0;
+    int *ids = calloc(n, sizeof *ids);
+    float *rows = test_floats((size_t)n * d), *logits = test_floats(V);
+    for (uint32_t i = 0; i < n; i++) {
+      ids[i] = prompt->v.i32[i] == (int)audio ? -1 : prompt->v.i32[i];
+      if (ids[i] < 0 && used < emb->ne[1])
+        memcpy(rows + (size_t)i * d, (const float *)emb->data + (size_t)used++ * d, d * sizeof *rows);
+    }
+    uint32_t valid = 0, sub = 0; /* one audio token per encoder frame holding valid frames */
+    CHECK_OK(gguf_get_u32(ref, "ref.valid_frames", &valid));
+    CHECK_OK(gguf_get_u32(f, "nemotron3_5_transcribe.asr.subsampling_factor", &sub));
+    CHECK(sub && used == (valid + sub - 1) / sub, "%u audio placeholders for %u valid frames", used,
+          valid);
+    nemotron_h_session *s;
+    CHECK_OK(nemotron_h_session_new(m, n + (uint32_t)gen->n + 1, &s));
+    CHECK_OK(nemotron_h_feed(s, ids, rows, n, logits, false));
+    const float *want = ref_tensor(ref, "first_logits", V);
+    if (want) check_close("transcribe tiny: logits after the prompt", logits, want, V, TOL);
+    for (size_t i = 0; i < gen->n; i++) {
+      if (m->eos >= 0) logits[m->eos] = -INFINITY;
+      int best = 0;
+      for (uint32_t v = 1; v < V; v++) best = logits[v] > logits[best] ? (int)v : best;
+      CHECK(best == gen->v.i32[i], "transcribe tiny: token %zu is %d, the reference's %d", i, best,
+            gen->v.i32[i]);
+      if (i + 1 < gen->n) CHECK_OK(nemotron_h_feed(s, &gen->v.i32[i], NULL, 1, logits, false));
+    }
+    nemotron_h_session_free(s);
+    free(ids), free(rows), free(logits);
+  }
+  nemotron_h_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+}
+
 int main(void) {
   gguf_file *f, *ref;
   fixture_open("nemotron_h_tiny", &f, &ref);
@@ -229,5 +280,6 @@ int main(void) {
   nemotron_h_free(m);
   gguf_close(f);
   gguf_close(ref);
+  transcribe_decoder();
   return check_done();
 }
