@@ -107,6 +107,13 @@ typedef struct {
   int64_t start_ms, end_ms;
 } steno_segment;
 
+/* A stretch of time in which one speaker speaks, from a diarizer (Sortformer):
+ * turns of different speakers may overlap. */
+typedef struct {
+  int speaker;       /* from 1: the diarizer's speaker columns, in order of arrival */
+  int64_t start_ms, end_ms;
+} steno_turn;
+
 typedef struct steno_result steno_result;
 
 STENO_API const char *steno_result_text(const steno_result *r);          /* the whole transcript */
@@ -117,6 +124,10 @@ STENO_API steno_word steno_result_word(const steno_result *r, size_t i);
 STENO_API size_t steno_result_segment_count(const steno_result *r);
 STENO_API steno_segment steno_result_segment(const steno_result *r, size_t i);
 STENO_API double steno_result_duration(const steno_result *r);         /* seconds of audio */
+/* Speaker turns (a diarizer's result, or a transcription with one), speaker by
+ * speaker in time order; none otherwise. */
+STENO_API size_t steno_result_turn_count(const steno_result *r);
+STENO_API steno_turn steno_result_turn(const steno_result *r, size_t i);
 /* The spoken language's code ("en", "de", ...): the one asked for or detected
  * (Whisper); NULL for families that do not tell (Parakeet). */
 STENO_API const char *steno_result_language(const steno_result *r);

@@ -283,6 +283,12 @@ void steno_result_free(steno_result *r) {
   free(r->tokens);
   free(r->words);
   free(r->segments);
+  free(r->turns);
   free(r->text);
   free(r);
+}
+
+size_t steno_result_turn_count(const steno_result *r) { return r->nturns; }
+steno_turn steno_result_turn(const steno_result *r, size_t i) {
+  return i < r->nturns ? r->turns[i] : (steno_turn){0, 0, 0};
 }

@@ -14,6 +14,8 @@ struct steno_result {
   size_t nwords;
   steno_segment *segments;
   size_t nsegments;
+  steno_turn *turns; /* speaker turns (diarization), or NULL */
+  size_t nturns;
   double duration; /* seconds */
   steno_timings timings;
   char language[16]; /* the spoken language's code ("de"); "" when the family has none */
