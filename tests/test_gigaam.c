@@ -2,7 +2,8 @@
  * random-init CTC, RNN-T, e2e CTC and e2e RNN-T models (tests/fixtures) —
  * log-mel, encoder output, CTC logits or the joint's encoder projection,
  * token ids and frames (CPU search, and the GPU one for RNN-T), token times
- * (40 ms frames) and the text (one leading space removed, nothing else). */
+ * (40 ms frames) and the text (one leading space removed, nothing else); clips
+ * under one window give an empty result, and a caller's stop is obeyed. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,31 @@ static void clip(gigaam_session *s, const gguf_file *ref, const char *name, cons
   steno_result_free(r);
 }
 
+static int stop_now(void *user) {
+  (void)user;
+  return 1;
+}
+
+/* Clips shorter than one window (320 samples) give an empty result; one window
+ * gives one mel frame and one encoder frame; a caller's stop ends the call. */
+static void edges(gigaam_session *s, const char *model) {
+  static const size_t lens[] = {0, 1, 319, 320, 321, 640, 1000};
+  float *pcm = test_random(1000, 7);
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    steno_result *r = NULL;
+    CHECK_OK(gigaam_transcribe(s, pcm, lens[i], NULL, &r));
+    if (r && lens[i] < 320)
+      CHECK(!steno_result_text(r)[0] && steno_result_token_count(r) == 0, "%s: %zu samples gave text",
+            model, lens[i]);
+    steno_result_free(r);
+  }
+  transducer_abort stop = {stop_now, NULL};
+  steno_result *r = NULL;
+  CHECK(gigaam_transcribe(s, pcm, 1000, &stop, &r) == STENO_ERR_ABORTED && !r, "%s: stop ignored",
+        model);
+  free(pcm);
+}
+
 static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
@@ -141,6 +167,7 @@ static void model(const char *file) {
   CHECK(!m || m->c.head == GIGAAM_CTC || m->gdec, "%s: no GPU transducer decoder", file);
   const gguf_kv *clips = ref ? gguf_find(ref, "ref.clips") : NULL;
   for (size_t i = 0; s && clips && i < clips->n; i++) clip(s, ref, clips->v.str[i].s, file);
+  if (s) edges(s, file);
   gigaam_session_free(s);
   gigaam_free(m);
   gguf_close(f);
