@@ -73,6 +73,8 @@ static void prefill(nemotron_h *m, const gguf_file *f, const gguf_file *ref, con
   free(logits), free(emb), free(table), free(again);
 }
 
+static int stop_now(void *user) { return user == NULL; }
+
 /* generate: the prompt, then the reference's tokens one at a time. */
 static void generate(nemotron_h *m, const gguf_file *ref, const int *ids, uint32_t n) {
   const gguf_kv *tokens = ref_ints(ref, "ref.tokens");
@@ -96,6 +98,10 @@ static void generate(nemotron_h *m, const gguf_file *ref, const int *ids, uint32
   nemotron_h_reset(s); /* a stop token ends it, kept */
   CHECK_OK(nemotron_h_greedy(s, ids, NULL, n, steps, &tokens->v.i32[3], 1, out, &got));
   CHECK(got == 4 && out[3] == tokens->v.i32[3], "greedy with a stop token made %u tokens", got);
+  nemotron_h_reset(s); /* the abort callback is asked before each token after the first */
+  s->abort = stop_now;
+  CHECK(nemotron_h_greedy(s, ids, NULL, n, steps, NULL, 0, out, &got) == STENO_ERR_ABORTED &&
+            got == 1, "an aborted greedy run returned after %u tokens", got);
   nemotron_h_session_free(s);
   free(logits);
 }

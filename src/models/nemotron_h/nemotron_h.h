@@ -40,6 +40,8 @@ typedef struct {
   uint32_t ctx, pos;
   gpu_buffer *logits;  /* [logit_rows][head width] */
   uint32_t logit_rows;
+  int (*abort)(void *user); /* asked before each generated token (NULL: never) */
+  void *abort_user;
 } nemotron_h_session;
 
 int nemotron_h_load(gpu_device *dev, const gguf_file *f, const char *keys, const char *tensors,

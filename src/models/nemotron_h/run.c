@@ -161,7 +161,8 @@ int nemotron_h_greedy(nemotron_h_session *s, const int *ids, const float *embeds
     bool end = false;
     for (int i = 0; i < n_stop; i++) end = end || tok == stop[i];
     if (end || *n_out == max_new) break;
-    st = nemotron_h_feed(s, &tok, NULL, 1, logits, false);
+    if (s->abort && s->abort(s->abort_user)) st = err_set(STENO_ERR_ABORTED, "nemotron_h: aborted");
+    else st = nemotron_h_feed(s, &tok, NULL, 1, logits, false);
   }
   free(logits);
   return st;
