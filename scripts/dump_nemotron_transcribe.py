@@ -120,7 +120,7 @@ def generation(model, proc, pcm) -> dict:
     """Prompt ids, greedy tokens and their margins (the decoder-side references)."""
     inputs = proc.apply_transcription_request(audio=pcm)
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=GEN_TOKENS, min_new_tokens=GEN_TOKENS, do_sample=False,
+        out = model.generate(**inputs, max_new_tokens=GEN_TOKENS, do_sample=False,
                              output_logits=True, return_dict_in_generate=True)
     prompt = inputs["input_ids"][0]
     gen = out.sequences[0, prompt.shape[0]:]
