@@ -70,6 +70,12 @@ static void prefill(nemotron_h *m, const gguf_file *f, const gguf_file *ref, con
   CHECK_OK(nemotron_h_feed(s, mixed, emb, n, again, true));
   if (want) check_close("prefill logits, a third of the rows as embeddings", again, want, n * V, TOL);
   nemotron_h_session_free(s);
+  /* The prompt in two calls (1 row, then the rest: the activations grow) gives the same. */
+  CHECK_OK(nemotron_h_session_new(m, 64, &s));
+  CHECK_OK(nemotron_h_feed(s, ids, NULL, 1, NULL, false));
+  CHECK_OK(nemotron_h_feed(s, ids + 1, NULL, n - 1, again, true));
+  if (want) check_close("prefill logits, the prompt in two calls", again, want + V, (n - 1) * V, TOL);
+  nemotron_h_session_free(s);
   free(logits), free(emb), free(table), free(again);
 }
 
