@@ -213,6 +213,38 @@ def write_preprocessor(fe, d: Path) -> None:
     assert cfg["mel_filters_dtype"] == "bfloat16" and cfg["feature_size"] == MELS
 
 
+# Speaker-cache compressions checked directly (probabilities in, kept frames out):
+# (cache length, speakers, frames) at the tiny sizes and at the published ones.
+# Dense: most speakers speak in most frames; sparse: one dominant speaker per frame
+# (positive scores, so the rule that drops a speaker's non-positive frames bites).
+COMPRESS_CASES = [(16, 4, 40), (16, 4, 25), (188, 8, 228), (188, 8, 488), (16, 4, 40), (188, 8, 228)]
+SPARSE_FROM = 4
+
+
+def compress_cases() -> tuple[list[np.ndarray], list[int]]:
+    """transformers' _compress on random probabilities (speech-heavy, so that every
+    rule bites); the frames it keeps, the frame count meaning the silence slot."""
+    from transformers.models.nemotron3_diarization.configuration_nemotron3_diarization import (
+        Nemotron3DiarizationStreamingConfig)
+    from transformers.models.nemotron3_diarization.modeling_nemotron3_diarization import (
+        Nemotron3DiarizationSpeakerCache)
+    g = torch.Generator().manual_seed(99)
+    probs, frames = [], []
+    for i, (L, S, n) in enumerate(COMPRESS_CASES):
+        cache = Nemotron3DiarizationSpeakerCache(Nemotron3DiarizationStreamingConfig(
+            speaker_cache_length=L, num_speakers=S))
+        p = torch.rand(1, n, S, generator=g) ** 0.5
+        if i >= SPARSE_FROM:
+            lead = torch.randint(0, S, (n,), generator=g)
+            p = torch.rand(1, n, S, generator=g) * 0.1
+            p[0, torch.arange(n), lead] = 0.55 + 0.45 * torch.rand(n, generator=g)
+        emb = torch.arange(n, dtype=torch.float32).view(1, n, 1)
+        kept, _ = cache._compress(emb, p, torch.full((1,), float(n)))
+        probs.append(p[0].numpy())
+        frames += [int(x) for x in kept[0, :, 0]]
+    return probs, frames
+
+
 def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> None:
     w = gguf.GGUFWriter(str(path), "steno-ref")
     w.add_key_value("ref.model", f"{NAME}.gguf", VT.STRING)
@@ -225,6 +257,11 @@ def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> Non
     w.add_key_value("ref.generated_ids", gen["generated"], VT.ARRAY, sub_type=VT.INT32)
     w.add_key_value("ref.min_margin", gen["margin"], VT.FLOAT32)
     w.add_tensor("first_logits", np.ascontiguousarray(gen["first_logits"].float().numpy()))
+    cprobs, cframes = compress_cases()
+    w.add_key_value("ref.compress.cases", [x for c in COMPRESS_CASES for x in c], VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("ref.compress.frames", cframes, VT.ARRAY, sub_type=VT.INT32)
+    for i, p in enumerate(cprobs):
+        w.add_tensor(f"compress.{i}.probs", np.ascontiguousarray(p))
     w.add_tensor("pcm", pcm)
     for k, v in refs.items():
         w.add_tensor(k, np.ascontiguousarray(v.float().numpy()))

@@ -114,6 +114,32 @@ static void fifo_rules(void) {
   nt_spkcache_free(&k);
 }
 
+/* Compressions of random probabilities at the tiny and the published sizes:
+ * the kept frames equal transformers' _compress. */
+static void compressions(const gguf_file *ref) {
+  const gguf_kv *cases = gguf_find(ref, "ref.compress.cases"), *frames = gguf_find(ref, "ref.compress.frames");
+  CHECK(cases && frames && cases->n % 3 == 0, "reference compressions");
+  if (!cases || !frames) return;
+  size_t at = 0;
+  for (size_t i = 0; i < cases->n / 3; i++) {
+    uint32_t L = (uint32_t)cases->v.i32[3 * i], S = (uint32_t)cases->v.i32[3 * i + 1];
+    uint32_t n = (uint32_t)cases->v.i32[3 * i + 2], budget = L / S - 1;
+    nt_config c = {.speakers = S, .cache = L, .sil = 1, .pred_thr = 0.25f, .latest_boost = 0.05f,
+                   .min_pos = budget / 2, .n_strong = budget * 3 / 4, .n_weak = budget * 3 / 2};
+    char name[64];
+    snprintf(name, sizeof name, "compress.%zu.probs", i);
+    const float *probs = ref_tensor(ref, name, (size_t)n * S);
+    uint32_t *pick = calloc(L, sizeof *pick);
+    if (probs) CHECK_OK(nt_spkcache_pick(&c, probs, n, pick));
+    size_t differ = 0;
+    for (uint32_t j = 0; j < L && at + j < frames->n; j++) differ += pick[j] != (uint32_t)frames->v.i32[at + j];
+    CHECK(probs && at + L <= frames->n && differ == 0, "compression %zu (%u of %u frames, %u speakers): %zu of %u kept frames differ",
+          i, L, n, S, differ, L);
+    at += L;
+    free(pick);
+  }
+}
+
 int main(void) {
   fifo_rules();
   gguf_file *f = NULL, *ref = NULL;
@@ -121,6 +147,7 @@ int main(void) {
   nt_model *m = NULL;
   if (f) CHECK_OK(nt_load(test_device(), f, &m));
   if (m && ref) parity(m, ref);
+  if (ref) compressions(ref);
   nt_free(m);
   gguf_close(f);
   gguf_close(ref);

@@ -100,6 +100,11 @@ void nt_spkcache_free(nt_spkcache *s);
  * encoder frame, zero on padding), pushes the chunk's frames of `input`
  * [n][dd] to the FIFO, moving and compressing into the cache as Sortformer's
  * offline mode does. */
+/* The frames a compression keeps of n (probabilities [n][speakers]):
+ * c->cache indices into them, n meaning the silence embedding; grouped by
+ * speaker, in time order within one (transformers' _compress). */
+int nt_spkcache_pick(const nt_config *c, const float *probs, uint32_t n, uint32_t *pick);
+
 int nt_spkcache_update(nt_spkcache *s, const float *input, const float *probs, uint32_t n,
                        uint32_t lookback, uint32_t n_chunk, const float *sil_emb);
 

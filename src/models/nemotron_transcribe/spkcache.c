@@ -83,9 +83,7 @@ static void boost(const nt_config *c, float *sc, uint32_t n, uint32_t k, float b
   }
 }
 
-/* The frames to keep (_compress): c->cache indices into n frames, n meaning the
- * silence embedding; grouped by speaker, in time order within one. */
-static int compress_pick(const nt_config *c, const float *probs, uint32_t n, uint32_t *pick) {
+int nt_spkcache_pick(const nt_config *c, const float *probs, uint32_t n, uint32_t *pick) {
   uint32_t S = c->speakers, L = c->cache, ns = n + c->sil;
   float *sc = mem_alloc((size_t)n * S, sizeof *sc);
   scored *tmp = mem_alloc((size_t)ns * S, sizeof *tmp);
@@ -124,7 +122,7 @@ static int compress(nt_spkcache *s, float *embeds, float *probs, uint32_t n, con
   uint32_t S = c->speakers, L = c->cache;
   uint32_t *pick = mem_alloc(L, sizeof *pick);
   if (!pick) return STENO_ERR_NOMEM;
-  int st = compress_pick(c, probs, n, pick);
+  int st = nt_spkcache_pick(c, probs, n, pick);
   for (uint32_t j = 0; j < L && !st; j++) {
     uint32_t f = pick[j];
     memcpy(s->embeds + (size_t)j * s->dd, f < n ? embeds + (size_t)f * s->dd : sil,
