@@ -63,6 +63,9 @@ void gigaam_free(gigaam *m);
 int gigaam_session_new(const gigaam *m, gigaam_session **out);
 void gigaam_session_free(gigaam_session *s);
 
+/* Grows s's arena to `frames` mel frames (session.c; the warm path allocates nothing). */
+int gigaam_arena_fit(gigaam_session *s, uint32_t frames);
+
 /* The stages, for tests. */
 
 /* Log-mel features [frames][mels] (malloc'd; NULL with 0 frames: under n_fft samples). */

@@ -8,8 +8,6 @@
 #include "decode/ctc.h"
 #include "models/gigaam/gigaam.h"
 
-int gigaam_arena_fit(gigaam_session *s, uint32_t frames); /* session.c */
-
 int gigaam_features(const gigaam *m, const float *pcm, size_t n, float **mel, size_t *frames) {
   return gmel_compute(&m->mel, pcm, n, mel, frames);
 }
