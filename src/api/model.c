@@ -1,5 +1,6 @@
 /* The public model API: loading (the family from general.architecture), freeing
  * and what a model tells about itself. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,22 @@ static int legacy_bin(const char *path, uint8_t **image, size_t *size) {
   return 0;
 }
 
+/* The device opens on a thread of its own while the file is read and mapped:
+ * the two take about as long as each other. */
+typedef struct {
+  steno_model_params params;
+  gpu_device *dev;
+  int status;
+  char message[1024]; /* its error message (error messages are per thread) */
+} device_opener;
+
+static void *open_device(void *arg) {
+  device_opener *o = arg;
+  o->status = gpu_open(&o->params, &o->dev);
+  if (o->status) snprintf(o->message, sizeof o->message, "%s", err_message());
+  return NULL;
+}
+
 int steno_model_load(const char *path, const steno_model_params *params, steno_model **out) {
   if (!out || !path) return err_set(STENO_ERR_INVALID, "steno_model_load: NULL argument");
   *out = NULL;
@@ -37,9 +54,14 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
   uint8_t *image = NULL; /* a legacy whisper.cpp .bin, rebuilt as a GGUF image */
   size_t size = 0;
   double t0 = time_now();
-  TRY(legacy_bin(path, &image, &size));
-  int opened = image ? gguf_open_memory(&f, image, size, path) : gguf_open(&f, path);
+  device_opener opener = {.params = mp};
+  pthread_t thread;
+  bool started = pthread_create(&thread, NULL, open_device, &opener) == 0;
+  int opened = legacy_bin(path, &image, &size);
+  if (!opened) opened = image ? gguf_open_memory(&f, image, size, path) : gguf_open(&f, path);
   if (opened) {
+    if (started) pthread_join(thread, NULL);
+    gpu_close(opener.dev);
     free(image);
     return opened;
   }
@@ -53,8 +75,12 @@ int steno_model_load(const char *path, const steno_model_params *params, steno_m
   if (!st) {
     snprintf(m->arch, sizeof m->arch, "%s", arch);
     m->threads = mp.threads;
-    st = gpu_open(&mp, &m->dev);
   }
+  if (started) pthread_join(thread, NULL);
+  else if (!st) open_device(&opener);
+  if (m) m->dev = opener.dev;
+  else gpu_close(opener.dev);
+  if (!st && opener.status) st = err_set(opener.status, "%s", opener.message);
   double t1 = time_now();
   /* Uploads batched: one submission per 32 MiB of weights, not one per tensor. */
   if (!st) st = gpu_upload_batch(m->dev, true);
