@@ -390,7 +390,8 @@ def alignment_tokens(model_dir: Path) -> list[str] | None:
 # ---------------------------------------------------------------------------
 
 F32_ONLY = re.compile(r"(norm[^.]*\.(weight|bias)$|\.bias$|^frontend\.|learnable_sil_emb$|\.A_log$|\.D$|"
-                      r"\.dt_bias$|conv1d\.weight$|e_score_correction_bias$|^diar_norm\.)")
+                      r"\.dt_bias$|conv1d\.weight$|e_score_correction_bias$|^diar_norm\.|"
+                      r"upsample\.weight$|^wts\.head\.weight$)")  # convs: the loaders take F32 or F16 there
 
 
 def target_type(name: str, arr: np.ndarray, outtype: str) -> QT:
