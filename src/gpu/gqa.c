@@ -23,6 +23,14 @@ void gpu_copy_rows(gpu_rec *rec, gpu_buffer *x, uint32_t x_off, uint32_t x_strid
   gpu_dispatch(rec, k, bufs, 2, &p, sizeof p, gx < 1024 ? gx : 1024, gpu_row_groups(rows), 1);
 }
 
+/* Rows of the cache at `off` (values: f32 words, or f16 halves packed two to a word). */
+static bool cache_fits(const gpu_gqa *a, uint32_t off, uint32_t rows, uint64_t cols) {
+  if (!a->f16) return gpu_slice_fits(a->kv, off, a->kv_stride, rows, (uint32_t)cols);
+  if (off % 2 || a->kv_stride % 2 || cols % 2 || !a->kv || rows == 0 || cols > a->kv_stride) return false;
+  uint64_t end = off + (uint64_t)(rows - 1) * a->kv_stride + cols; /* halves */
+  return end <= UINT32_MAX && end / 2 <= gpu_buffer_size(a->kv) / 4;
+}
+
 void gpu_gqa_attend(gpu_rec *rec, const gpu_gqa *a) {
   if (a->nq == 0) return;
   uint64_t qd = (uint64_t)a->heads * a->hd, kd = (uint64_t)a->kv_heads * a->hd;
@@ -32,8 +40,7 @@ void gpu_gqa_attend(gpu_rec *rec, const gpu_gqa *a) {
             a->o != a->q && a->o != a->kv && a->scale >= 0 &&
             gpu_slice_fits(a->q, a->q_off, a->q_stride, a->nq, (uint32_t)qd) &&
             gpu_slice_fits(a->o, a->o_off, a->o_stride, a->nq, (uint32_t)qd) &&
-            gpu_slice_fits(a->kv, a->k_off, a->kv_stride, (uint32_t)keys, (uint32_t)kd) &&
-            gpu_slice_fits(a->kv, a->v_off, a->kv_stride, (uint32_t)keys, (uint32_t)kd);
+            cache_fits(a, a->k_off, (uint32_t)keys, kd) && cache_fits(a, a->v_off, (uint32_t)keys, kd);
   if (!ok) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID,
                               "gqa_attend: bad shape or slice (%u queries at %u, %u/%u heads of %u)",
@@ -47,6 +54,7 @@ void gpu_gqa_attend(gpu_rec *rec, const gpu_gqa *a) {
   } p = {a->nq,   a->heads,    a->kv_heads, a->hd,  a->pos,   a->scale ? a->scale : 1.0f / sqrtf((float)a->hd),
          a->q_off, a->q_stride, a->k_off,    a->v_off, a->kv_stride, a->o_off, a->o_stride};
   gpu_buffer *bufs[] = {a->q, a->kv, a->o};
-  gpu_kernel *k = gpu_rec_kernel(rec, "gqa_attend", NULL, 0);
+  uint32_t f16 = a->f16;
+  gpu_kernel *k = gpu_rec_kernel(rec, "gqa_attend", &f16, 1);
   gpu_dispatch(rec, k, bufs, 3, &p, sizeof p, a->heads, a->nq, 1);
 }

@@ -1,4 +1,4 @@
-/* Grouped-query attention on the GPU over an f32 K/V cache (Nemotron-H's
+/* Grouped-query attention on the GPU over an f32 or f16 K/V cache (Nemotron-H's
  * attention layers: no positional rotation), and the row copy that appends
  * keys and values to the cache. Offsets and strides count floats. */
 #ifndef STENO_GPU_GQA_H
@@ -21,6 +21,8 @@ typedef struct {
   uint32_t o_off, o_stride;
   uint32_t nq, pos, heads, kv_heads, hd; /* hd ≤ 256, heads a multiple of kv_heads */
   float scale;       /* 0: 1/√hd */
+  bool f16;          /* the cache holds f16 pairs (gpu_pack's); kv offsets and stride
+                        count f16 values and are even */
 } gpu_gqa;
 
 void gpu_gqa_attend(gpu_rec *rec, const gpu_gqa *a);

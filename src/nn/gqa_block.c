@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "gpu/decode.h"
 #include "gpu/gqa.h"
 #include "nn/hybrid.h"
 #include "nn/weights.h"
@@ -73,10 +74,13 @@ void gqa_record(gpu_rec *rec, const hybrid_dims *d, const gqa_block *b, hybrid_c
     return;
   }
   hybrid_linear(rec, s->h, d->stride, &b->qkv, s->wide, rows, GPU_EPI_BIAS);
-  gpu_copy_rows(rec, s->wide, qd, W, c->kv, pos * 2 * kd, 2 * kd, rows, 2 * kd);
+  /* the new rows' k | v into the cache: copied, or packed to f16 pairs (kd words a row) */
+  if (c->f16) gpu_pack(rec, s->wide, qd, W, c->kv, pos * kd, kd, rows, kd);
+  else gpu_copy_rows(rec, s->wide, qd, W, c->kv, pos * 2 * kd, 2 * kd, rows, 2 * kd);
   gpu_gqa g = {.q = s->wide, .q_off = 0, .q_stride = W, .kv = c->kv, .k_off = 0, .v_off = kd,
                .kv_stride = 2 * kd, .o = s->y, .o_off = 0, .o_stride = qd, .nq = rows,
-               .pos = pos, .heads = d->heads, .kv_heads = d->kv_heads, .hd = d->head_dim};
+               .pos = pos, .heads = d->heads, .kv_heads = d->kv_heads, .hd = d->head_dim,
+               .f16 = c->f16};
   gpu_gqa_attend(rec, &g);
   hybrid_linear(rec, s->y, qd, &b->out, s->x, rows, GPU_EPI_RESIDUAL);
 }

@@ -62,13 +62,14 @@ void hybrid_scratch_free(hybrid_scratch *s) {
   memset(s, 0, sizeof *s);
 }
 
-int hybrid_cache_new(gpu_device *dev, const hybrid_dims *d, bool attention, uint32_t ctx,
+int hybrid_cache_new(gpu_device *dev, const hybrid_dims *d, bool attention, uint32_t ctx, bool f16,
                      hybrid_cache *c) {
   memset(c, 0, sizeof *c);
   size_t f = sizeof(float);
   if (attention) {
     c->ctx = ctx;
-    return gpu_buffer_new(dev, (size_t)ctx * 2 * d->kv_heads * d->head_dim * f, &c->kv);
+    c->f16 = f16;
+    return gpu_buffer_new(dev, (size_t)ctx * 2 * d->kv_heads * d->head_dim * (f16 ? 2 : f), &c->kv);
   }
   uint32_t ch = hybrid_conv_dim(d), inner = hybrid_inner(d);
   c->conv = (gpu_conv_state){NULL, NULL, NULL, ch, d->m_kernel};

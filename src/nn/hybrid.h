@@ -68,6 +68,7 @@ typedef struct {
   gpu_scan_state scan;
   gpu_buffer *kv;
   uint32_t ctx;
+  bool f16; /* the K/V cache holds f16 (half the memory; values rounded) */
 } hybrid_cache;
 
 /* Activations for up to `rows` rows at once (one per session). */
@@ -86,8 +87,8 @@ int hybrid_scratch_new(gpu_device *dev, const hybrid_dims *d, uint32_t rows, uin
 void hybrid_scratch_free(hybrid_scratch *s);
 
 /* A Mamba-2 layer's states (attention false) or an attention layer's cache of
- * ctx positions. */
-int hybrid_cache_new(gpu_device *dev, const hybrid_dims *d, bool attention, uint32_t ctx,
+ * ctx positions (f16 or f32). */
+int hybrid_cache_new(gpu_device *dev, const hybrid_dims *d, bool attention, uint32_t ctx, bool f16,
                      hybrid_cache *c);
 void hybrid_cache_free(hybrid_cache *c);
 

@@ -48,8 +48,11 @@ int nemotron_h_load(gpu_device *dev, const gguf_file *f, const char *keys, const
                     nemotron_h **out);
 void nemotron_h_free(nemotron_h *m);
 
-/* A session with room for ctx tokens (attention caches). */
+/* A session with room for ctx tokens (attention caches in f32). */
 int nemotron_h_session_new(const nemotron_h *m, uint32_t ctx, nemotron_h_session **out);
+/* The same with the attention caches in f16 where kv_f16 (half the memory). */
+int nemotron_h_session_new_kv(const nemotron_h *m, uint32_t ctx, bool kv_f16,
+                              nemotron_h_session **out);
 void nemotron_h_session_free(nemotron_h_session *s);
 
 /* Back to an empty sequence. */

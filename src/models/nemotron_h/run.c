@@ -11,6 +11,11 @@
 static const gpu_linear *head(const nemotron_h *m) { return m->tied ? &m->embed : &m->head; }
 
 int nemotron_h_session_new(const nemotron_h *m, uint32_t ctx, nemotron_h_session **out) {
+  return nemotron_h_session_new_kv(m, ctx, false, out);
+}
+
+int nemotron_h_session_new_kv(const nemotron_h *m, uint32_t ctx, bool kv_f16,
+                              nemotron_h_session **out) {
   *out = NULL;
   if (ctx < 1 || ctx > m->max_pos)
     return err_set(STENO_ERR_INVALID, "nemotron_h: a context of %u (the model's is %u)", ctx,
@@ -23,7 +28,7 @@ int nemotron_h_session_new(const nemotron_h *m, uint32_t ctx, nemotron_h_session
   int st = s->cache ? gpu_rec_new(m->dev, &s->rec) : STENO_ERR_NOMEM;
   for (uint32_t i = 0; !st && i < m->layers; i++)
     if (m->kind[i] == NH_MAMBA || m->kind[i] == NH_ATTENTION)
-      st = hybrid_cache_new(m->dev, &m->d, m->kind[i] == NH_ATTENTION, ctx, &s->cache[i]);
+      st = hybrid_cache_new(m->dev, &m->d, m->kind[i] == NH_ATTENTION, ctx, kv_f16, &s->cache[i]);
   if (st) {
     nemotron_h_session_free(s);
     return st;
