@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "models/gigaam/gigaam.h"
+#include "models/moonshine/moonshine.h"
 #include "models/parakeet/parakeet.h"
 #include "models/whisper/whisper.h"
 
@@ -48,6 +49,19 @@ static int whisper_transcribe_any(void *m, const float *pcm, size_t n,
   return whisper_transcribe(m, pcm, n, p, out);
 }
 
+static int moonshine_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return moonshine_load(dev, f, (moonshine **)m);
+}
+static void moonshine_free_any(void *m) { moonshine_free(m); }
+static int moonshine_session_new_any(void *m, void **s) {
+  return moonshine_session_new(m, (moonshine **)s);
+}
+static void moonshine_session_free_any(void *s) { moonshine_session_free(s); }
+static int moonshine_transcribe_any(void *s, const float *pcm, size_t n,
+                                    const steno_transcribe_params *p, steno_result **out) {
+  return moonshine_transcribe(s, pcm, n, p, out);
+}
+
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
@@ -60,6 +74,10 @@ static const family families[] = {
      * transformers' long-form behaviour (one mel maximum over the piece) with bounded memory. */
     {"whisper", whisper_load_any, whisper_free_any, whisper_session_new_any,
      whisper_session_free_any, whisper_transcribe_any, 300},
+    /* The whole piece in one encoder pass; its decoder stops at max_position_embeddings
+     * tokens (194: about 48 s of speech), so pieces are split at 30 s. */
+    {"moonshine", moonshine_load_any, moonshine_free_any, moonshine_session_new_any,
+     moonshine_session_free_any, moonshine_transcribe_any, 30},
 };
 
 const family *family_find(const char *arch) {
@@ -68,4 +86,4 @@ const family *family_find(const char *arch) {
   return NULL;
 }
 
-const char *family_names(void) { return "parakeet, gigaam, whisper"; }
+const char *family_names(void) { return "parakeet, gigaam, whisper, moonshine"; }

@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "gpu/attention.h"
 #include "gpu/decode.h"
+#include "gpu/elementwise.h"
 #include "nn/weights.h"
 
 void tf_enc_block_free(tf_enc_block *b) {
@@ -24,12 +25,13 @@ void tf_dec_block_free(tf_dec_block *b) {
   for (size_t i = 0; i < 3; i++) w_norm_free(n[i]);
 }
 
-/* fc2(act(fc1(h))) added to x, over t rows of `stride` (wide: the inner rows). */
+/* x += fc2(act(fc1(h))) over t rows (h of `stride`; wide: the inner rows). */
 static void mlp(gpu_rec *rec, const tf_dims *dm, const gpu_linear *fc1, const gpu_linear *fc2,
                 gpu_buffer *h, uint32_t stride, gpu_buffer *wide, gpu_buffer *x, uint32_t t) {
   uint32_t w = gpu_linear_width(fc1);
   gpu_gemm_strided(rec, h, stride, fc1, wide, t, dm->mlp == TF_GELU ? GPU_EPI_GELU : GPU_EPI_BIAS,
                    0);
+  if (dm->mlp == TF_SWIGLU) gpu_swiglu(rec, wide, 0, w, wide, 0, w, t, dm->ff);
   gpu_gemm_strided(rec, wide, w, fc2, x, t, GPU_EPI_RESIDUAL, 1.0f);
 }
 
@@ -82,6 +84,10 @@ void tf_dec_forward(gpu_rec *rec, const tf_dims *dm, const tf_dec_block *b,
   gpu_gemv(rec, s->att, 0, &b->cross_out, s->x, 0, GPU_EPI_RESIDUAL, 1.0f);
   gpu_layer_norm(rec, s->x, 0, d, &b->ln_ffn, s->h, 0, d, 1, d, NULL, NULL);
   gpu_gemv(rec, s->h, 0, &b->fc1, s->ff, 0, dm->mlp == TF_GELU ? GPU_EPI_GELU : GPU_EPI_BIAS, 0);
+  if (dm->mlp == TF_SWIGLU) { /* [value | gate] → SiLU(gate)·value in place */
+    uint32_t w = gpu_linear_width(&b->fc1);
+    gpu_swiglu(rec, s->ff, 0, w, s->ff, 0, w, 1, dm->ff);
+  }
   gpu_gemv(rec, s->ff, 0, &b->fc2, s->x, 0, GPU_EPI_RESIDUAL, 1.0f);
 }
 

@@ -1,0 +1,142 @@
+/* Moonshine sessions: a copy of the model's struct sharing its weights, with
+ * its own recorder, decoder blocks (their KV caches) and activations. The
+ * encoder's buffers grow to the longest clip seen (the warm path allocates
+ * nothing). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "gpu/attention.h"
+#include "gpu/decode.h"
+#include "models/moonshine/moonshine.h"
+
+static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+
+uint32_t moonshine_frames(size_t n) {
+  if (n < 127) return 0;
+  size_t t1 = (n - 127) / 64 + 1;
+  if (t1 < 7) return 0;
+  size_t t2 = (t1 - 7) / 3 + 1;
+  if (t2 < 3) return 0;
+  size_t t = (t2 - 3) / 2 + 1;
+  return t > UINT32_MAX / 4 ? 0 : (uint32_t)t;
+}
+
+static void free_frames(moonshine_arena *a) {
+  gpu_buffer *b[] = {a->pcm, a->col0, a->s0,     a->col1, a->s1, a->col2, a->x,   a->h,
+                     a->o,   a->wide, a->scores, a->enc,  a->kv, a->rope};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  a->pcm = a->col0 = a->s0 = a->col1 = a->s1 = a->col2 = a->x = a->h = a->o = a->wide = NULL;
+  a->scores = a->enc = a->kv = a->rope = NULL;
+  a->frames = 0, a->samples = 0;
+}
+
+/* The RoPE table for positions 0..n−1. */
+static int rope(moonshine *m, uint32_t n) {
+  float *t;
+  TRY(tf_rope_table(n, m->c.rot, m->c.theta, &t));
+  int st = gpu_buffer_from(m->dev, t, (size_t)n * m->c.rot * sizeof *t, &m->a.rope);
+  free(t);
+  return st;
+}
+
+/* Buffers for n samples (t frames): the stem's, the encoder's, the cross caches. */
+int moonshine_grow(moonshine *m, size_t n, uint32_t t) {
+  const moonshine_config *c = &m->c;
+  moonshine_arena *a = &m->a;
+  if (n <= a->samples && t <= a->frames) return 0;
+  free_frames(a);
+  for (uint32_t i = 0; i < c->dec_layers; i++) gpu_buffer_free(m->dec[i].cross_cache), m->dec[i].cross_cache = NULL;
+  size_t t1 = (n - 127) / 64 + 1, t2 = (t1 - 7) / 3 + 1, S = pad64(c->d);
+  size_t wide = pad64(3 * c->d) > pad64(c->enc_ff) ? pad64(3 * c->d) : pad64(c->enc_ff);
+  uint64_t range = gpu_device_info(m->dev)->max_storage_buffer_range, limit = (uint64_t)512 << 20;
+  uint64_t per_head = (uint64_t)gpu_attention_scratch(t, 1) * sizeof(float);
+  if (range && range < limit) limit = range;
+  a->att_heads = c->enc_heads;
+  while (a->att_heads > 1 && (uint64_t)a->att_heads * per_head > limit) a->att_heads--;
+  while (c->enc_heads % a->att_heads) a->att_heads--;
+  struct {
+    gpu_buffer **b;
+    size_t floats;
+  } bufs[] = {{&a->pcm, n},
+              {&a->col0, t1 * m->conv0.wk},
+              {&a->s0, t1 * m->conv0.n},
+              {&a->col1, t2 * m->conv1.wk},
+              {&a->s1, t2 * m->conv1.n},
+              {&a->col2, (size_t)t * m->conv2.wk},
+              {&a->x, t * S},
+              {&a->h, t * S},
+              {&a->o, t * S},
+              {&a->wide, t * wide},
+              {&a->scores, gpu_attention_scratch(t, a->att_heads)},
+              {&a->enc, t * S},
+              {&a->kv, (size_t)t * gpu_linear_width(&m->dec[0].cross_kv)}};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    TRY(gpu_buffer_new(m->dev, (bufs[i].floats ? bufs[i].floats : 1) * sizeof(float), bufs[i].b));
+  for (uint32_t i = 0; i < c->dec_layers; i++)
+    TRY(gpu_buffer_new(m->dev, (size_t)t * c->d * 4, &m->dec[i].cross_cache));
+  TRY(rope(m, t > c->max_pos ? t : c->max_pos));
+  a->samples = n, a->frames = t;
+  return 0;
+}
+
+
+/* The decoder's buffers and self caches (of max_pos rows). */
+static int decoder_arena(moonshine *m) {
+  const moonshine_config *c = &m->c;
+  moonshine_arena *a = &m->a;
+  uint32_t hd = c->d / c->dec_heads;
+  struct {
+    gpu_buffer **b;
+    size_t floats;
+  } bufs[] = {{&a->dx, pad64(c->d)},
+              {&a->dh, pad64(c->d)},
+              {&a->dqkv, pad64(3 * c->d)},
+              {&a->datt, pad64(c->d)},
+              {&a->dff, gpu_linear_width(&m->dec[0].fc1)},
+              {&a->logits, m->embed.n},
+              {&a->att_scratch, gpu_attend_scratch(c->max_pos, c->dec_heads, hd)}};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    TRY(gpu_buffer_new(m->dev, (bufs[i].floats ? bufs[i].floats : 1) * sizeof(float), bufs[i].b));
+  for (uint32_t i = 0; i < c->dec_layers; i++)
+    TRY(gpu_buffer_new(m->dev, (size_t)c->max_pos * c->d * 4, &m->dec[i].self_cache));
+  a->host_logits = mem_alloc(c->vocab, sizeof *a->host_logits);
+  return a->host_logits ? 0 : STENO_ERR_NOMEM;
+}
+
+void moonshine_session_free(moonshine *s) {
+  if (!s) return;
+  moonshine_arena *a = &s->a;
+  free_frames(a);
+  gpu_buffer *b[] = {a->dx, a->dh, a->dqkv, a->datt, a->dff, a->logits, a->att_scratch};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  free(a->host_logits);
+  gpu_rec_free(s->rec);
+  for (uint32_t i = 0; s->dec && i < s->c.dec_layers; i++)
+    gpu_buffer_free(s->dec[i].self_cache), gpu_buffer_free(s->dec[i].cross_cache);
+  free(s->dec);
+  free(s);
+}
+
+int moonshine_session_new(const moonshine *m, moonshine **out) {
+  *out = NULL;
+  moonshine *s = mem_alloc(1, sizeof *s);
+  if (!s) return STENO_ERR_NOMEM;
+  *s = *m; /* the weights' handles, shared */
+  s->model = m;
+  s->a = (moonshine_arena){0};
+  s->frames = 0;
+  s->dec = mem_alloc(m->c.dec_layers, sizeof *s->dec); /* blocks with caches of its own */
+  int st = s->dec ? 0 : STENO_ERR_NOMEM;
+  if (!st) memcpy(s->dec, m->dec, m->c.dec_layers * sizeof *s->dec);
+  if (!st) st = decoder_arena(s);
+  if (!st) st = gpu_rec_new(s->dev, &s->rec);
+  if (st) {
+    moonshine_session_free(s);
+    return st;
+  }
+  gpu_rec_profile(s->rec, "moonshine");
+  *out = s;
+  return 0;
+}

@@ -1,0 +1,225 @@
+/* Moonshine parity with transformers on a tiny random-init model
+ * (tests/fixtures/moonshine_tiny, made by scripts/dump_moonshine.py): the conv
+ * stem's output, the encoder output, the first-step logits, the greedy tokens
+ * (ending in </s> on the speech clip, cut at the position cap on the noise
+ * clip) and the text, through the stages and the public API; loader errors on
+ * files the test rewrites from the fixture. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_write.h"
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/moonshine/moonshine.h"
+#include "steno.h"
+
+#define STEM_TOL 1e-4f  /* relative to max(1, max|want|): f32 convs and GroupNorm */
+#define ENC_TOL 1e-3f
+#define LOGIT_TOL 1e-3f /* the f16 K/V caches move logits by ~1e-4 of their range */
+
+/* Prints the largest |got − want| relative to max(1, max|want|). */
+static void report(const char *what, const float *got, const float *want, size_t n) {
+  float e = 0, top = 1;
+  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(got[i] - want[i])), top = fmaxf(top, fabsf(want[i]));
+  printf("%s: max |Δ| %.2e of %.2f\n", what, e, top);
+}
+
+static float *clip(const gguf_file *ref, const char *run, size_t *n) {
+  char key[64];
+  snprintf(key, sizeof key, "ref.%s.pcm", run);
+  const gguf_kv *kv = gguf_find(ref, key);
+  CHECK(kv && kv->elem_type == GGUF_VAL_INT16, "%s", key);
+  if (!kv) return NULL;
+  float *x = test_floats(kv->n);
+  for (size_t i = 0; i < kv->n; i++) x[i] = kv->v.i16[i] / 32768.0f;
+  *n = kv->n;
+  return x;
+}
+
+static const float *tensor(const gguf_file *ref, const char *run, const char *what, size_t n) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.%s", run, what);
+  const gguf_tensor *t = gguf_tensor_find(ref, name);
+  CHECK(t && t->type == GGUF_TYPE_F32 && t->nelem == n, "reference tensor %s of %zu", name, n);
+  return t && t->nelem == n ? t->data : NULL;
+}
+
+/* The reference tokens without </s>, and whether it ended there. */
+static const gguf_kv *ref_tokens(const gguf_file *ref, const char *run, size_t *n, bool *eos) {
+  char key[64];
+  snprintf(key, sizeof key, "ref.%s.tokens", run);
+  const gguf_kv *kv = gguf_find(ref, key);
+  CHECK(kv && kv->elem_type == GGUF_VAL_INT32, "%s", key);
+  if (!kv) return NULL;
+  *eos = kv->n && kv->v.i32[kv->n - 1] == 2;
+  *n = kv->n - *eos;
+  return kv;
+}
+
+static void check_run(moonshine *s, const gguf_file *ref, const char *run) {
+  size_t n;
+  float *pcm = clip(ref, run, &n);
+  if (!pcm) return;
+  uint32_t t = moonshine_frames(n), d = s->c.d, V = s->c.vocab;
+  float *stem = test_floats((size_t)t * d), *enc = test_floats((size_t)t * d), *lg = test_floats(V);
+  char what[96];
+  CHECK_OK(moonshine_encode(s, pcm, n, stem, enc));
+  const float *want = tensor(ref, run, "stem", (size_t)t * d);
+  snprintf(what, sizeof what, "%s: stem", run);
+  if (want) check_close(what, stem, want, (size_t)t * d, STEM_TOL), report(what, stem, want, (size_t)t * d);
+  want = tensor(ref, run, "encoder_out", (size_t)t * d);
+  snprintf(what, sizeof what, "%s: encoder output", run);
+  if (want) check_close(what, enc, want, (size_t)t * d, ENC_TOL), report(what, enc, want, (size_t)t * d);
+  CHECK_OK(moonshine_feed(s, s->c.bos, 0, lg));
+  want = tensor(ref, run, "logits0", V);
+  snprintf(what, sizeof what, "%s: first logits", run);
+  if (want) check_close(what, lg, want, V, LOGIT_TOL), report(what, lg, want, V);
+  size_t nt = 0;
+  bool eos = false, truncated = true;
+  const gguf_kv *kv = ref_tokens(ref, run, &nt, &eos);
+  dec_tokens toks = {0};
+  CHECK_OK(moonshine_decode(s, NULL, &toks, &truncated));
+  bool same = kv && toks.n == nt;
+  for (size_t i = 0; same && i < nt; i++) same = toks.v[i].id == kv->v.i32[i];
+  CHECK(same, "%s: %zu tokens differ from the reference's %zu", run, toks.n, nt);
+  CHECK(truncated == !eos, "%s: truncated %d, reference ended with </s>: %d", run, truncated, eos);
+  printf("%s: %u frames, %zu tokens%s\n", run, t, toks.n, truncated ? " (cap)" : "");
+  dec_free(&toks);
+  char key[64];
+  snprintf(key, sizeof key, "ref.%s.text", run);
+  const gguf_kv *text = gguf_find(ref, key);
+  steno_result *r = NULL;
+  CHECK_OK(moonshine_transcribe(s, pcm, n, NULL, &r));
+  if (r && text)
+    CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "%s: text '%s', reference '%s'", run,
+          steno_result_text(r), text->v.str[0].s);
+  if (r) {
+    steno_segment sg = steno_result_segment(r, 0);
+    CHECK(steno_result_segment_count(r) == 1 && sg.start_ms == 0 &&
+              llabs(sg.end_ms - (int64_t)(n / 16)) <= 1,
+          "%s: one segment over the clip (%zu, %lld-%lld ms)", run, steno_result_segment_count(r),
+          (long long)sg.start_ms, (long long)sg.end_ms);
+  }
+  steno_result_free(r);
+  free(stem), free(enc), free(lg), free(pcm);
+}
+
+/* The speech run through the public API (its energy gate skips the steady noise). */
+static void check_api(const gguf_file *ref) {
+  char path[512];
+  fixture_path(path, sizeof path, "moonshine_tiny.gguf");
+  steno_model *m = NULL;
+  CHECK_OK(steno_model_load(path, test_params(), &m));
+  static const char *const runs[] = {"speech"};
+  for (int i = 0; m && i < 1; i++) {
+    size_t n;
+    float *pcm = clip(ref, runs[i], &n);
+    char key[64];
+    snprintf(key, sizeof key, "ref.%s.text", runs[i]);
+    const gguf_kv *text = gguf_find(ref, key);
+    steno_result *r = NULL;
+    steno_transcribe_params p = steno_transcribe_default_params();
+    CHECK_OK(pcm ? steno_transcribe(m, pcm, n, &p, &r) : -1);
+    if (r && text)
+      CHECK(!strcmp(steno_result_text(r), text->v.str[0].s), "%s: API text '%s', reference '%s'",
+            runs[i], steno_result_text(r), text->v.str[0].s);
+    if (r) {
+      CHECK(steno_result_segment_count(r) >= 1, "%s: no segment", runs[i]);
+      steno_segment sg = steno_result_segment(r, 0);
+      CHECK(sg.start_ms == 0, "%s: the first segment starts at the clip's start", runs[i]);
+    }
+    steno_result_free(r);
+    free(pcm);
+  }
+  steno_model_free(m);
+}
+
+/* ---- loader errors and quantized copies ---- */
+
+typedef struct {
+  const char *drop, *misshape, *retype_key, *str_key, *str_value, *u32_key;
+  uint32_t u32_value;
+  uint32_t linear_type;
+} change;
+
+static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  const change *c = ctx;
+  const char *k = kv->key;
+  if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
+  if (c->str_key && !strcmp(k, c->str_key)) return gw_str(w, k, c->str_value), true;
+  if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
+  return false;
+}
+
+static bool is_linear(const gguf_tensor *t) {
+  return t->n_dims == 2 && t->ne[0] % 32 == 0 && strstr(t->name, ".blocks.") &&
+         strstr(t->name, ".weight") && !strstr(t->name, "norm");
+}
+
+static gguf_file *rewrite(const gguf_file *src, const change *c, uint8_t **bytes) {
+  gw_edit e = {.key = edit_key, .ctx = c, .drop = c->drop, .misshape = c->misshape,
+               .linear_type = c->linear_type, .is_linear = is_linear};
+  size_t size;
+  *bytes = gw_rewrite(src, &e, &size);
+  gguf_file *f = NULL;
+  CHECK_OK(gguf_open_memory(&f, *bytes, size, "rewritten.gguf"));
+  return f;
+}
+
+static void load_fails(const gguf_file *src, const change *c, const char *want) {
+  uint8_t *bytes;
+  gguf_file *f = rewrite(src, c, &bytes);
+  moonshine *m = NULL;
+  int st = f ? moonshine_load(test_device(), f, &m) : -1;
+  CHECK(st != 0 && !m, "loading a file with '%s' changed succeeded", want);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message '%s' does not name '%s'",
+        steno_last_error(), want);
+  moonshine_free(m);
+  gguf_close(f);
+  free(bytes);
+}
+
+static void loader_errors(const gguf_file *src) {
+  change c[] = {{.drop = "dec.blocks.1.cross_attn.k.weight"},
+                {.drop = "enc.conv.norm.bias"},
+                {.misshape = "enc.blocks.0.ffn.fc1.weight"},
+                {.misshape = "dec.blocks.0.self_attn.q.weight"},
+                {.retype_key = "stt.moonshine.encoder.n_heads"},
+                {.str_key = "stt.moonshine.decoder.activation", .str_value = "gelu"},
+                {.str_key = "stt.frontend.type", .str_value = "mel"},
+                {.u32_key = "stt.moonshine.decoder.vocab_size", .u32_value = 32768},
+                {.u32_key = "stt.moonshine.eos_token_id", .u32_value = 100000},
+                {.u32_key = "stt.moonshine.encoder.n_heads", .u32_value = 3},
+                {.u32_key = "stt.moonshine.decoder.max_position_embeddings", .u32_value = 0}};
+  const char *want[] = {"dec.blocks.1.cross_attn.k.weight", "enc.conv.norm.bias",
+                        "enc.blocks.0.ffn.fc1.weight", "dec.blocks.0.self_attn.q.weight",
+                        "stt.moonshine.encoder.n_heads", "stt.moonshine.decoder.activation",
+                        "stt.frontend.type", "tokens", "stt.moonshine.eos_token_id",
+                        "heads", "shapes"};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) load_fails(src, &c[i], want[i]);
+}
+
+int main(void) {
+  test_device();
+  gguf_file *model = NULL, *ref = NULL;
+  fixture_open("moonshine_tiny", &model, &ref);
+  moonshine *m = NULL, *s = NULL;
+  if (model) CHECK_OK(moonshine_load(test_device(), model, &m));
+  if (m) CHECK_OK(moonshine_session_new(m, &s));
+  if (s && ref) {
+    check_run(s, ref, "speech");
+    check_run(s, ref, "noise");
+    check_run(s, ref, "speech"); /* again, in buffers grown for a longer clip */
+    float one[1000] = {0};
+    CHECK(moonshine_encode(s, one, 500, NULL, NULL) == STENO_ERR_INVALID, "500 samples encoded");
+    CHECK(moonshine_feed(s, 1, s->c.max_pos, NULL) == STENO_ERR_INVALID, "feed past the cap");
+  }
+  moonshine_session_free(s);
+  moonshine_free(m);
+  if (ref) check_api(ref);
+  if (model) loader_errors(model);
+  gguf_close(model);
+  gguf_close(ref);
+  return check_done();
+}
