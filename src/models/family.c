@@ -4,6 +4,7 @@
 
 #include "models/gigaam/gigaam.h"
 #include "models/moonshine/moonshine.h"
+#include "models/nemotron_transcribe/transcribe.h"
 #include "models/parakeet/parakeet.h"
 #include "models/whisper/whisper.h"
 
@@ -62,6 +63,17 @@ static int moonshine_transcribe_any(void *s, const float *pcm, size_t n,
   return moonshine_transcribe(s, pcm, n, p, out);
 }
 
+static int ntx_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return ntx_load(dev, f, (ntx_model **)m);
+}
+static void ntx_free_any(void *m) { ntx_free(m); }
+static int ntx_session_new_any(void *m, void **s) { return ntx_session_new(m, (ntx_session **)s); }
+static void ntx_session_free_any(void *s) { ntx_session_free(s); }
+static int ntx_transcribe_any(void *s, const float *pcm, size_t n, const steno_transcribe_params *p,
+                              steno_result **out) {
+  return ntx_transcribe(s, pcm, n, p, out);
+}
+
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
@@ -78,6 +90,11 @@ static const family families[] = {
      * tokens (194: about 48 s of speech), so pieces are split at 30 s. */
     {"moonshine", moonshine_load_any, moonshine_free_any, moonshine_session_new_any,
      moonshine_session_free_any, moonshine_transcribe_any, 30},
+    /* Audio module, then a language model over its embeddings and the text so far: pieces
+     * of up to 5 min keep the prompt (12.5 audio tokens a second) and the text within the
+     * decoder session's 8192 tokens. */
+    {"nemotron3_5_transcribe", ntx_load_any, ntx_free_any, ntx_session_new_any,
+     ntx_session_free_any, ntx_transcribe_any, 300},
 };
 
 const family *family_find(const char *arch) {
@@ -86,4 +103,6 @@ const family *family_find(const char *arch) {
   return NULL;
 }
 
-const char *family_names(void) { return "parakeet, gigaam, whisper, moonshine"; }
+const char *family_names(void) {
+  return "parakeet, gigaam, whisper, moonshine, nemotron3_5_transcribe";
+}

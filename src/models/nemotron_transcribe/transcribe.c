@@ -1,0 +1,202 @@
+/* Nemotron 3.5 Transcribe: audio module → prompt → Nemotron-H → text. */
+#include "models/nemotron_transcribe/transcribe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "text/result.h"
+
+#define LM_KEYS "nemotron3_5_transcribe.lm."
+#define CONTEXT 8192 /* tokens a session holds: 10 min of audio tokens (12.5/s) and text */
+
+static void add_stop(ntx_model *m, int id) {
+  for (int i = 0; i < m->n_stop; i++)
+    if (m->stop[i] == id) return;
+  if (id >= 0 && m->n_stop < NTX_MAX_STOP) m->stop[m->n_stop++] = id;
+}
+
+/* The end tokens: the LM's eos ids, the tokenizer's, and <|im_end|> (the chat turn's end). */
+static int stops(const gguf_file *f, ntx_model *m) {
+  const gguf_kv *eos = gguf_find(f, LM_KEYS "eos_token_id");
+  for (size_t i = 0; eos && eos->elem_type == GGUF_VAL_UINT32 && i < eos->n; i++)
+    if (eos->v.u32[i] < m->lm->vocab) add_stop(m, (int)eos->v.u32[i]);
+  uint32_t tok_eos;
+  if (gguf_find(f, "tokenizer.ggml.eos_token_id")) {
+    TRY(gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &tok_eos));
+    if (tok_eos < m->lm->vocab) add_stop(m, (int)tok_eos);
+  }
+  int im_end = bpe_find(&m->tok, "<|im_end|>");
+  if (im_end >= 0 && (uint32_t)im_end < m->lm->vocab) add_stop(m, im_end);
+  if (m->n_stop == 0) return err_set(STENO_ERR_FORMAT, "%s: no end token", f->name);
+  return 0;
+}
+
+/* The BPE pieces for decoding (the prompt's ids come with the file: nothing is
+ * encoded at run time) and which are special. */
+static int tokenizer(const gguf_file *f, ntx_model *m) {
+  const gguf_kv *tokens, *types = NULL;
+  TRY(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VAL_STRING, &tokens));
+  TRY(gguf_opt_arr(f, "tokenizer.ggml.token_type", GGUF_VAL_INT32, &types));
+  if (tokens->n < m->lm->vocab || tokens->n > (1u << 24) || (types && types->n != tokens->n))
+    return err_set(STENO_ERR_FORMAT, "%s: %zu tokens (%zu types) for a vocabulary of %u", f->name,
+                   tokens->n, types ? types->n : 0, m->lm->vocab);
+  size_t n = tokens->n;
+  const char **s = mem_alloc(n, sizeof *s);
+  size_t *len = mem_alloc(n, sizeof *len);
+  m->special = mem_alloc(n, sizeof *m->special);
+  int st = s && len && m->special ? 0 : STENO_ERR_NOMEM;
+  for (size_t i = 0; !st && i < n; i++) {
+    s[i] = tokens->v.str[i].s, len[i] = tokens->v.str[i].len;
+    m->special[i] = types && types->v.i32[i] == 3; /* control */
+  }
+  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, false, 0, NULL, NULL);
+  free(s), free(len);
+  if (st) return err_wrap(st, "%s: ", f->name);
+  return stops(f, m);
+}
+
+int ntx_load(gpu_device *dev, const gguf_file *f, ntx_model **out) {
+  *out = NULL;
+  ntx_model *m = mem_alloc(1, sizeof *m);
+  if (!m) return STENO_ERR_NOMEM;
+  int st = nt_load(dev, f, &m->audio);
+  if (!st) st = nemotron_h_load(dev, f, LM_KEYS, "lm.", &m->lm);
+  if (!st && m->audio->c.d_lm != m->lm->d.d)
+    st = err_set(STENO_ERR_FORMAT, "%s: the projector gives %u values, the decoder reads %u",
+                 f->name, m->audio->c.d_lm, m->lm->d.d);
+  if (!st) st = tokenizer(f, m);
+  if (st) {
+    ntx_free(m);
+    return st;
+  }
+  *out = m;
+  return 0;
+}
+
+void ntx_free(ntx_model *m) {
+  if (!m) return;
+  nt_free(m->audio);
+  nemotron_h_free(m->lm);
+  bpe_free(&m->tok);
+  free(m->special);
+  free(m);
+}
+
+int ntx_session_new(const ntx_model *m, ntx_session **out) {
+  *out = NULL;
+  ntx_session *s = mem_alloc(1, sizeof *s);
+  if (!s) return STENO_ERR_NOMEM;
+  s->m = m;
+  uint32_t ctx = m->lm->max_pos < CONTEXT ? m->lm->max_pos : CONTEXT;
+  int st = nemotron_h_session_new(m->lm, ctx, &s->lm);
+  if (st) {
+    free(s);
+    return st;
+  }
+  *out = s;
+  return 0;
+}
+
+void ntx_session_free(ntx_session *s) {
+  if (!s) return;
+  nemotron_h_session_free(s->lm);
+  free(s);
+}
+
+/* The prompt's rows: ids, with −1 and the next audio embedding where <|audio|> stands. */
+static int prompt_rows(const ntx_model *m, const nt_audio *a, int **ids, float **rows,
+                       uint32_t *n) {
+  *rows = NULL;
+  TRY(nt_prompt(m->audio, a->tokens, ids, n));
+  uint32_t d = m->lm->d.d, used = 0;
+  *rows = mem_alloc((size_t)*n * d, sizeof **rows);
+  if (!*rows) return STENO_ERR_NOMEM;
+  for (uint32_t i = 0; i < *n; i++)
+    if ((*ids)[i] == (int)m->audio->c.audio_token && used < a->tokens) {
+      (*ids)[i] = -1;
+      memcpy(*rows + (size_t)i * d, a->embeds + (size_t)used++ * d, d * sizeof **rows);
+    }
+  if (used != a->tokens)
+    return err_set(STENO_ERR_FORMAT, "nemotron transcribe: %u audio rows for %u tokens", used,
+                   a->tokens);
+  return 0;
+}
+
+int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, int **ids,
+                 uint32_t *n_ids) {
+  const ntx_model *m = s->m;
+  *ids = NULL;
+  *n_ids = 0;
+  nt_audio a;
+  memset(&a, 0, sizeof a);
+  int *prompt = NULL, *out = mem_alloc(max_new + 1, sizeof *out);
+  float *rows = NULL;
+  uint32_t np = 0;
+  int st = out ? nt_audio_run(m->audio, pcm, n, &a) : STENO_ERR_NOMEM;
+  if (!st) st = prompt_rows(m, &a, &prompt, &rows, &np);
+  if (!st && (uint64_t)np + max_new > s->lm->ctx)
+    st = err_set(STENO_ERR_INVALID, "nemotron transcribe: a prompt of %u tokens and %u more do "
+                 "not fit the context of %u", np, max_new, s->lm->ctx);
+  nemotron_h_reset(s->lm);
+  if (!st) st = nemotron_h_greedy(s->lm, prompt, rows, np, max_new, m->stop, m->n_stop, out, n_ids);
+  nt_audio_free(&a);
+  free(prompt), free(rows);
+  if (st) {
+    free(out);
+    *n_ids = 0;
+    return st;
+  }
+  *ids = out;
+  return 0;
+}
+
+/* The text of the generated ids: specials and end tokens left out, spaces trimmed. */
+static int text_of(const ntx_model *m, const int *ids, uint32_t n, char **text) {
+  int *keep = mem_alloc(n + 1, sizeof *keep);
+  if (!keep) return STENO_ERR_NOMEM;
+  size_t k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    bool stop = false;
+    for (int j = 0; j < m->n_stop; j++) stop = stop || ids[i] == m->stop[j];
+    if (!stop && ids[i] >= 0 && ids[i] < m->tok.n && !m->special[ids[i]]) keep[k++] = ids[i];
+  }
+  int st = bpe_decode(&m->tok, keep, k, text);
+  free(keep);
+  if (st) return st;
+  char *t = *text, *e = t + strlen(t);
+  while (*t == ' ') t++;
+  while (e > t && e[-1] == ' ') e--;
+  memmove(*text, t, (size_t)(e - t));
+  (*text)[e - t] = '\0';
+  return 0;
+}
+
+int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
+                   steno_result **out) {
+  *out = NULL;
+  s->lm->abort = p ? p->abort : NULL; /* asked between generated tokens */
+  s->lm->abort_user = p ? p->abort_user : NULL;
+  double seconds = (double)n / 16000.0;
+  uint32_t max_new = 16 + (uint32_t)(8 * seconds); /* speech is ~3 tokens a second */
+  int *ids;
+  uint32_t n_ids;
+  TRY(ntx_generate(s, pcm, n, max_new, &ids, &n_ids));
+  char *text = NULL;
+  steno_result *r = NULL;
+  int st = text_of(s->m, ids, n_ids, &text);
+  free(ids);
+  if (!st) st = result_empty(seconds, &r);
+  if (!st && *text) {
+    r->segments = mem_alloc(1, sizeof *r->segments);
+    char *seg = r->segments ? mem_strdup(text) : NULL;
+    if (!seg) st = STENO_ERR_NOMEM;
+    else r->segments[r->nsegments++] = (steno_segment){seg, 0, (int64_t)(seconds * 1000 + 0.5)};
+  }
+  if (!st) free(r->text), r->text = text, text = NULL;
+  free(text);
+  if (st) steno_result_free(r);
+  else *out = r;
+  return st;
+}

@@ -1,0 +1,44 @@
+/* Nemotron 3.5 Transcribe end to end (architecture nemotron3_5_transcribe): the
+ * audio module (towers: nt_audio_run) gives one embedding per audio token; the
+ * default request's prompt (nt_prompt) has them in its <|audio|> rows; the
+ * Nemotron-H decoder (models/nemotron_h) reads it and decodes greedily until an
+ * end token; the byte-level BPE pieces, special tokens left out, are the text. */
+#ifndef STENO_MODELS_NEMOTRON_TRANSCRIBE_TRANSCRIBE_H
+#define STENO_MODELS_NEMOTRON_TRANSCRIBE_TRANSCRIBE_H
+
+#include "models/nemotron_h/nemotron_h.h"
+#include "models/nemotron_transcribe/nemotron_transcribe.h"
+#include "steno.h"
+#include "text/bpe.h"
+
+#define NTX_MAX_STOP 8
+
+typedef struct {
+  nt_model *audio;
+  nemotron_h *lm;
+  bpe tok;
+  bool *special;             /* [tokens]: control tokens, left out of the text */
+  int stop[NTX_MAX_STOP];    /* end tokens: the LM's eos ids, the tokenizer's, <|im_end|> */
+  int n_stop;
+} ntx_model;
+
+typedef struct {
+  const ntx_model *m;
+  nemotron_h_session *lm;
+} ntx_session;
+
+int ntx_load(gpu_device *dev, const gguf_file *f, ntx_model **out);
+void ntx_free(ntx_model *m);
+int ntx_session_new(const ntx_model *m, ntx_session **out);
+void ntx_session_free(ntx_session *s);
+
+/* The generated ids for n samples (an end token included when one came), at
+ * most max_new; *ids malloc'd. */
+int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, int **ids,
+                 uint32_t *n_ids);
+
+/* All of it: 16 kHz mono pcm → a result (text; one segment over the piece). */
+int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
+                   steno_result **out);
+
+#endif

@@ -1,0 +1,84 @@
+/* Nemotron 3.5 Transcribe end to end on tests/fixtures/nemotron_transcribe_tiny
+ * (towers' fixture: the audio module's references and the decoder's): the clip's
+ * pcm through the audio module, the default request's prompt with the audio
+ * embeddings in its <|audio|> rows, and the Nemotron-H decoder give
+ * transformers' generated tokens, exactly; the text is those tokens' pieces
+ * with the special ones left out; the public API (steno_model_load of the file,
+ * steno_transcribe) gives the same text. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/nemotron_transcribe/transcribe.h"
+#include "steno.h"
+#include "text/bpe.h"
+
+static const gguf_kv *ints(const gguf_file *ref, const char *key) {
+  const gguf_kv *kv = NULL;
+  CHECK_OK(gguf_get_arr(ref, key, GGUF_VAL_INT32, &kv));
+  return kv;
+}
+
+/* The public API on the fixture file: the same text as the model's own call
+ * (made printable, as every result the API gives: random tokens make control
+ * characters and broken UTF-8). */
+static void public_api(const float *pcm, size_t n, const char *text) {
+  char *want = NULL;
+  CHECK_OK(utf8_printable(text, strlen(text), &want));
+  char path[512];
+  fixture_path(path, sizeof path, "nemotron_transcribe_tiny.gguf");
+  steno_model *model = NULL;
+  CHECK_OK(steno_model_load(path, test_params(), &model));
+  steno_result *r = NULL;
+  if (model) CHECK_OK(steno_transcribe(model, pcm, n, NULL, &r));
+  if (r && want) CHECK(!strcmp(steno_result_text(r), want), "steno_transcribe: '%s', the model's '%s'",
+                       steno_result_text(r), want);
+  steno_result_free(r);
+  steno_model_free(model);
+  free(want);
+}
+
+int main(void) {
+  gguf_file *f, *ref;
+  fixture_open("nemotron_transcribe_tiny", &f, &ref);
+  ntx_model *m = NULL;
+  ntx_session *s = NULL;
+  if (f) CHECK_OK(ntx_load(test_device(), f, &m));
+  if (m) CHECK_OK(ntx_session_new(m, &s));
+  const gguf_tensor *pcm = ref ? gguf_tensor_find(ref, "pcm") : NULL;
+  const gguf_kv *gen = ref ? ints(ref, "ref.generated_ids") : NULL;
+  if (s && pcm && gen && pcm->type == GGUF_TYPE_F32) {
+    int *ids = NULL;
+    uint32_t n = 0;
+    CHECK_OK(ntx_generate(s, pcm->data, pcm->nelem, (uint32_t)gen->n, &ids, &n));
+    CHECK(n == gen->n, "%u tokens, the reference %zu", n, gen->n);
+    for (uint32_t i = 0; i < n && i < gen->n; i++)
+      CHECK(ids[i] == gen->v.i32[i], "token %u: %d, the reference %d", i, ids[i], gen->v.i32[i]);
+    steno_result *r = NULL;
+    CHECK_OK(ntx_transcribe(s, pcm->data, pcm->nelem, NULL, &r));
+    if (r) {
+      /* the reference's tokens: the first 8 of the run (it goes on to its cap) */
+      char *want = NULL;
+      int keep[64];
+      size_t k = 0;
+      for (size_t i = 0; i < gen->n && i < 64; i++)
+        if (!m->special[gen->v.i32[i]]) keep[k++] = gen->v.i32[i];
+      CHECK_OK(bpe_decode(&m->tok, keep, k, &want));
+      const char *got = steno_result_text(r);
+      CHECK(want && strlen(got) > 0 && !strncmp(got, want + strspn(want, " "), strlen(want) - strspn(want, " ")),
+            "text '%s' does not start with the reference tokens' '%s'", got, want ? want : "");
+      CHECK(steno_result_segment_count(r) == 1, "%zu segments", steno_result_segment_count(r));
+
+      public_api(pcm->data, pcm->nelem, got);
+      free(want);
+    }
+    steno_result_free(r);
+    free(ids);
+  }
+  ntx_session_free(s);
+  ntx_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+  return check_done();
+}
