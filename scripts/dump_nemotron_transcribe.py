@@ -18,7 +18,8 @@ zero-padded to a multiple of 8 frames); features_norm (the ASR encoder's input);
 asr_states [d, T] (ASR encoder output before asr_norm); speaker_logits [S, frames];
 speaker_probs [S, T] (sigmoid averaged per encoder frame); speaker_activity [S, T]
 (0/1); audio_states [d, T] (asr_norm + speaker embedding); audio_embeds [d_lm, T]
-(projected). Keys: ref.valid_frames, ref.encoder_frames; and the decoder side:
+(projected); word_timestamp_logits [V, 2T] (the word timestamp encoder and head on
+asr_states, in the ASR chunks). Keys: ref.valid_frames, ref.encoder_frames; and the decoder side:
 ref.prompt_ids (the processor's apply_transcription_request with the default
 prompt: a ChatML-like template, the clip's <|audio|> tokens expanded),
 ref.generated_ids (greedy generate, GEN_TOKENS new tokens) and ref.min_margin (the
@@ -150,7 +151,8 @@ def build_model():
     g = torch.Generator().manual_seed(SEED)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if not name.startswith(("model.audio_tower.", "model.multi_modal_projector.")):
+            if not name.startswith(("model.audio_tower.", "model.multi_modal_projector.",
+                                    "model.word_timestamp_encoder.", "word_timestamp_head.")):
                 continue
             if p.ndim >= 2:  # 1/sqrt(fan_in): states that change through every layer
                 p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
@@ -189,6 +191,7 @@ def references(model, feats, mask) -> dict:
         probs = out.speaker_logits.sigmoid().unflatten(1, (T, -1)).mean(2)
         act = (probs > tower.config.speaker_activity_threshold).float()
         emb = model.model.multi_modal_projector(out.last_hidden_state)
+        wts = model.get_word_timestamp_logits(out.asr_last_hidden_state, mask)
     margin = float((probs - tower.config.speaker_activity_threshold).abs().min())
     print(f"speaker probability margin from the threshold: {margin:.4f}; active share {float(act.mean()):.2f}")
     if margin < 0.004:
@@ -196,7 +199,7 @@ def references(model, feats, mask) -> dict:
     return {"features": feats[0], "features_norm": normalize_per_feature(feats, mask)[0],
             "asr_states": out.asr_last_hidden_state[0], "speaker_logits": out.speaker_logits[0],
             "speaker_probs": probs[0], "speaker_activity": act[0], "audio_states": out.last_hidden_state[0],
-            "audio_embeds": emb[0]}
+            "audio_embeds": emb[0], "word_timestamp_logits": wts[0]}
 
 
 def check_prompt(path: Path, prompt: list[int], n_audio: int) -> None:

@@ -3,8 +3,10 @@
  * checkpoint's bf16 window and filterbank), its per-feature normalization, the
  * speech encoder run in four chunks with context, the diarization model with a
  * speaker cache compressed three times, the speaker probabilities and 0/1
- * activities (exactly), the states with speaker embeddings, and the projected
- * embeddings; plus the Sortformer speaker cache's FIFO rules on a hand case. */
+ * activities (exactly), the states with speaker embeddings, the projected
+ * embeddings, and the word timestamp head's logits; the default request's
+ * prompt; the speaker cache's FIFO rules on a hand case and its compression
+ * on random cases. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,10 @@ static void parity(const nt_model *m, const gguf_file *ref) {
   compare("audio_embeds", a.embeds, ref, T * c->d_lm, TOL);
   CHECK(a.tokens == (a.valid + c->sub - 1) / c->sub, "audio tokens %u", a.tokens);
   prompt(m, ref, a.tokens);
+  float *wts = NULL;
+  CHECK_OK(nt_word_timestamp_logits(m, a.asr, a.t, a.valid, &wts));
+  if (wts) compare("word_timestamp_logits", wts, ref, T * m->wts.factor * m->wts.classes, TOL);
+  free(wts);
   nt_audio_free(&a);
 }
 

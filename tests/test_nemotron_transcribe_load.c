@@ -138,6 +138,9 @@ static void bad_files(const gguf_file *src) {
   load_fails(src, &(change){.f32_key = K "asr.partial_rotary_factor", .f32_value = 0.01f},
              "rope 0 dims");
   load_fails(src, &(change){.u32_key = K "frontend.sample_rate", .u32_value = 8000}, "sample rate 8000");
+  load_fails(src, &(change){.drop = "wts.upsample.bias"}, "wts.upsample.bias");
+  load_fails(src, &(change){.misshape = "wts.head.weight"}, "wts.head.weight");
+  load_fails(src, &(change){.u32_key = K "wts.hidden_size", .u32_value = 64}, "word timestamp head");
 }
 
 int main(void) {

@@ -82,7 +82,7 @@ int renc_load(gpu_device *dev, const gguf_file *f, const char *prefix, const ren
   const renc_dims *c = dims;
   uint32_t hd = c->heads ? c->d / c->heads : 0;
   if (!c->heads || c->d % c->heads || c->d > 8192 || c->ff < 1 || c->ff > 65536 ||
-      c->layers < 1 || c->layers > 256 || c->in < 1 || c->in > 65536 || c->rope_dim % 2 ||
+      c->layers < 1 || c->layers > 256 || c->in > 65536 || c->rope_dim % 2 ||
       c->rope_dim < 2 || c->rope_dim > hd || c->max_t < 1 || c->max_t > 1u << 20 ||
       !(c->rope_theta > 0) || !(c->eps > 0))
     return err_set(STENO_ERR_FORMAT,
@@ -93,7 +93,7 @@ int renc_load(gpu_device *dev, const gguf_file *f, const char *prefix, const ren
   out->c = *c;
   out->blocks = mem_alloc(c->layers, sizeof *out->blocks);
   int st = out->blocks ? 0 : STENO_ERR_NOMEM;
-  if (!st) st = linear(dev, f, prefix, "pre_encode.proj", 0, c->d, c->in, false, &out->embed);
+  if (!st && c->in) st = linear(dev, f, prefix, "pre_encode.proj", 0, c->d, c->in, false, &out->embed);
   if (!st) st = norm(dev, f, prefix, "embed_norm", 0, c->d, c->eps, &out->in_ln);
   if (!st) st = norm(dev, f, prefix, "final_norm", 0, c->d, c->eps, &out->out_ln);
   for (uint32_t i = 0; i < c->layers && !st; i++) st = block(dev, f, prefix, c, (int)i, &out->blocks[i]);
@@ -152,7 +152,7 @@ void renc_scratch_free(renc_scratch *s) {
 }
 
 void renc_embed(gpu_rec *rec, const renc *e, renc_scratch *s, gpu_buffer *a, uint32_t t) {
-  if (t > s->t) {
+  if (t > s->t || !e->c.in) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "encoder: %u rows for scratch of %u", t, s->t));
     return;
   }

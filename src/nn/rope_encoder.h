@@ -17,7 +17,8 @@
 
 typedef struct {
   uint32_t d, heads, ff, layers;
-  uint32_t in;        /* inputs of the stacked-frame projection (subsampling · mels) */
+  uint32_t in;        /* inputs of the stacked-frame projection (subsampling · mels);
+                       * 0: none (the word timestamp encoder reads its rows as they are) */
   uint32_t rope_dim;  /* rotated dims per head: head_dim · partial_rotary_factor, even */
   float rope_theta;
   float eps;          /* of every LayerNorm */
@@ -38,7 +39,7 @@ typedef struct {
   gpu_buffer *rope;  /* [max_t][rope_dim]: cosines then sines */
 } renc;
 
-/* Loads the encoder whose tensors are PREFIX{pre_encode.proj.weight,
+/* Loads the encoder whose tensors are PREFIX{pre_encode.proj.weight (if c.in),
  * embed_norm.*, layers.N.{norm1,attn.w_qkv,attn.q_norm,attn.k_norm,
  * attn.out_proj,norm2,ffn.net.0,ffn.net.3}.*, final_norm.*}. */
 int renc_load(gpu_device *dev, const gguf_file *f, const char *prefix, const renc_dims *dims,

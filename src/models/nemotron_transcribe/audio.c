@@ -62,12 +62,7 @@ static int upload_mask(gpu_buffer *buf, uint32_t at, uint32_t first, uint32_t n,
   return st;
 }
 
-/* One chunk of the offline run: `start`..`end` with their context (_get_chunks). */
-typedef struct {
-  uint32_t ctx, start, end, ctx_end;
-} nt_chunk;
-
-static nt_chunk chunk_at(const nt_config *c, uint32_t start, uint32_t t) {
+nt_chunk nt_chunk_at(const nt_config *c, uint32_t start, uint32_t t) {
   uint32_t end = start + c->chunk < t ? start + c->chunk : t;
   uint32_t ctx_end = end + c->right < t ? end + c->right : t;
   return (nt_chunk){start > c->left ? start - c->left : 0, start, end, ctx_end};
@@ -84,7 +79,7 @@ static int asr_run(const nt_model *m, gpu_rec *rec, const float *norm, uint32_t 
   TRY(renc_scratch_new(m->dev, &m->asr, &s));
   int st = zeroed(m->dev, (size_t)s.t * row, &feat);
   for (uint32_t a = 0; a < t && !st; a += c->chunk) {
-    nt_chunk k = chunk_at(c, a, t);
+    nt_chunk k = nt_chunk_at(c, a, t);
     uint32_t n = k.ctx_end - k.ctx;
     st = gpu_upload(feat, 0, norm + k.ctx * row, n * row * sizeof *norm);
     if (!st) st = upload_mask(s.mask, 0, k.ctx, n, c->sub, valid);
@@ -223,7 +218,7 @@ static int diar_steps(const nt_model *m, gpu_rec *rec, diar_bufs *b, const float
   }
   memcpy(sil, m->sil_emb, c->dd * sizeof *sil);
   for (uint32_t a = 0; a < t && !st; a += c->chunk) {
-    nt_chunk ch = chunk_at(c, a, t);
+    nt_chunk ch = nt_chunk_at(c, a, t);
     uint32_t cached = k.n_cache + k.n_fifo, n = diar_input(c, &k, emb, b->w, ch, valid, &h);
     if (n > T) st = err_set(STENO_ERR_INVALID, "diarization: %u frames in a step of %u", n, T);
     if (!st) st = diar_step(m, rec, b, &h, n);

@@ -12,11 +12,10 @@
 
 #define KEY "nemotron3_5_transcribe."
 
-/* A tower's keys (PREFIX = "asr." or "diar."): the encoder dims and its RoPE. */
-static int tower(const gguf_file *f, const char *prefix, bool qk_norm, renc_dims *d,
-                 uint32_t *mels, uint32_t *sub) {
+int nt_tower_keys(const gguf_file *f, const char *prefix, bool qk_norm, renc_dims *d,
+                  uint32_t *mels, uint32_t *sub) {
   char k[128];
-  uint32_t kv;
+  uint32_t kv, m = 1, s = 1;
   float partial;
 #define K(name) (snprintf(k, sizeof k, KEY "%s%s", prefix, name), k)
   TRY(gguf_get_u32(f, K("hidden_size"), &d->d));
@@ -24,8 +23,8 @@ static int tower(const gguf_file *f, const char *prefix, bool qk_norm, renc_dims
   TRY(gguf_get_u32(f, K("num_hidden_layers"), &d->layers));
   TRY(gguf_get_u32(f, K("num_attention_heads"), &d->heads));
   TRY(gguf_get_u32(f, K("num_key_value_heads"), &kv));
-  TRY(gguf_get_u32(f, K("num_mel_bins"), mels));
-  TRY(gguf_get_u32(f, K("subsampling_factor"), sub));
+  if (mels) TRY(gguf_get_u32(f, K("num_mel_bins"), &m));
+  if (sub) TRY(gguf_get_u32(f, K("subsampling_factor"), &s));
   TRY(gguf_get_f32(f, K("rope_theta"), &d->rope_theta));
   TRY(gguf_get_f32(f, K("partial_rotary_factor"), &partial));
   TRY(gguf_get_f32(f, K("layer_norm_epsilon"), &d->eps));
@@ -35,16 +34,18 @@ static int tower(const gguf_file *f, const char *prefix, bool qk_norm, renc_dims
   if (strcmp(act, "gelu"))
     return err_set(STENO_ERR_UNSUPPORTED, "%s: %shidden_act '%s' (gelu expected)", f->name,
                    prefix, act);
-  if (!d->heads || kv != d->heads || d->d % d->heads || *sub < 1 || *sub > 64 || *mels < 1 ||
-      *mels > 1024 || !(partial > 0 && partial <= 1))
+  if (!d->heads || kv != d->heads || d->d % d->heads || s < 1 || s > 64 || m < 1 || m > 1024 ||
+      !(partial > 0 && partial <= 1))
     return err_set(STENO_ERR_FORMAT,
                    "%s: %s tower: %u heads, %u kv heads, d %u, subsampling %u, %u mels, partial "
                    "rotary %g",
-                   f->name, prefix, d->heads, kv, d->d, *sub, *mels, partial);
+                   f->name, prefix, d->heads, kv, d->d, s, m, partial);
   d->rope_dim = (uint32_t)((float)(d->d / d->heads) * partial); /* int(head_dim · factor) */
   d->rope_dim -= d->rope_dim % 2;
-  d->in = *sub * *mels;
+  d->in = mels && sub ? s * m : 0;
   d->qk_norm = qk_norm;
+  if (mels) *mels = m;
+  if (sub) *sub = s;
   return 0;
 }
 
@@ -86,8 +87,8 @@ static int counts(const gguf_file *f, nt_config *c) {
 
 static int config(const gguf_file *f, nt_config *c, renc_dims *asr, renc_dims *diar) {
   uint32_t dmels, dsub;
-  TRY(tower(f, "asr.", true, asr, &c->mels, &c->sub));
-  TRY(tower(f, "diar.", false, diar, &dmels, &dsub));
+  TRY(nt_tower_keys(f, "asr.", true, asr, &c->mels, &c->sub));
+  TRY(nt_tower_keys(f, "diar.", false, diar, &dmels, &dsub));
   TRY(counts(f, c));
   if (dmels != c->mels || dsub != c->sub)
     return err_set(STENO_ERR_FORMAT, "%s: the towers disagree: %u/%u mels, subsampling %u/%u",
@@ -249,6 +250,7 @@ int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out) {
   int st = config(f, &m->c, &asr, &diar);
   if (!st) st = weights(m, f, &asr, &diar);
   if (!st) st = prompt_keys(m, f);
+  if (!st) st = nt_wts_load(m, f);
   if (st) {
     nt_free(m);
     return st;
@@ -273,5 +275,6 @@ void nt_free(nt_model *m) {
   gpu_linear_free(&m->proj);
   free(m->prefix);
   free(m->suffix);
+  nt_wts_free(&m->wts);
   free(m);
 }

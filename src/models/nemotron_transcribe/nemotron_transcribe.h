@@ -31,6 +31,18 @@ typedef struct {
   uint32_t audio_token;
 } nt_config;
 
+/* The word timestamp encoder and head (optional in a file): a transposed conv
+ * upsampling each ASR frame to `up` frames, a rope_encoder without input
+ * projection, out = upsampled + scale · final norm, a 1×1 conv to the
+ * alignment classes (pieces then the blank). */
+typedef struct {
+  renc enc;            /* enc.blocks NULL: the file has none */
+  gpu_linear up;       /* [up·d][d]: row j·d + o is output channel o of sub-frame j */
+  gpu_linear head, head_nb; /* the classifier with its bias, and without */
+  float scale;
+  uint32_t factor, classes;
+} nt_wts;
+
 /* The model's audio module: read-only after load. */
 typedef struct {
   nt_config c;
@@ -42,6 +54,7 @@ typedef struct {
   gpu_norm asr_norm, spk_norm;
   gpu_linear spk_table; /* the fixed sinusoids [speakers][d] as a layer d × speakers */
   gpu_linear proj;
+  nt_wts wts;
   int32_t *prefix, *suffix; /* the default request's ids around its audio (NULL: absent) */
   uint32_t n_prefix, n_suffix;
 } nt_model;
@@ -54,6 +67,15 @@ void nt_free(nt_model *m);
  * processor's apply_transcription_request; STENO_ERR_UNSUPPORTED when the file
  * has no prompt keys. */
 int nt_prompt(const nt_model *m, uint32_t n_audio, int **ids, uint32_t *n);
+
+/* One chunk of the offline run (_get_chunks): encoder frames [start, end)
+ * seen with their context [ctx, ctx_end). */
+typedef struct {
+  uint32_t ctx, start, end, ctx_end;
+} nt_chunk;
+
+/* The chunk starting at `start` (a multiple of c->chunk) of t frames. */
+nt_chunk nt_chunk_at(const nt_config *c, uint32_t start, uint32_t t);
 
 /* What one run of the audio module gives (host arrays, malloc'd). */
 typedef struct {
@@ -77,6 +99,22 @@ int nt_features(const nt_model *m, const float *pcm, size_t n, float **mel, uint
 
 /* The whole audio module on n samples of 16 kHz mono pcm. */
 int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *out);
+
+/* The word timestamp head's logits [t·factor][classes] (malloc'd) for the
+ * ASR states asr [t][d] (nt_audio.asr) of a clip with `valid` spectrogram
+ * frames, in the ASR chunks; STENO_ERR_UNSUPPORTED when the file has no head. */
+int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
+                             float **logits);
+
+/* A tower's keys under "nemotron3_5_transcribe." PREFIX: its encoder dims and
+ * RoPE; mels and sub (NULL: the tower has no stacked-frame input) get its
+ * num_mel_bins and subsampling_factor. */
+int nt_tower_keys(const gguf_file *f, const char *prefix, bool qk_norm, renc_dims *d,
+                  uint32_t *mels, uint32_t *sub);
+
+/* Loads the head where the file has it (nemotron_transcribe/timestamps.c). */
+int nt_wts_load(nt_model *m, const gguf_file *f);
+void nt_wts_free(nt_wts *w);
 
 /* ---- the diarization speaker cache (host; nemotron_transcribe/spkcache.c) ---- */
 
