@@ -4,10 +4,11 @@
  * embeddings in its <|audio|> rows, and the Nemotron-H decoder give
  * transformers' generated tokens, exactly; the text is those tokens' pieces
  * with the special ones left out; the public API (steno_model_load of the file,
- * steno_transcribe) gives the same text. */
+ * steno_transcribe) gives the same text; broken files are refused. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_write.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/nemotron_transcribe/transcribe.h"
@@ -37,6 +38,45 @@ static void public_api(const float *pcm, size_t n, const char *text) {
   steno_result_free(r);
   steno_model_free(model);
   free(want);
+}
+
+/* Files the end-to-end loader refuses, naming the culprit. */
+typedef struct {
+  const char *drop_key, *u32_key;
+  uint32_t u32;
+} change;
+
+static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
+  const change *c = ctx;
+  if (c->drop_key && !strcmp(kv->key, c->drop_key)) return true;
+  if (c->u32_key && !strcmp(kv->key, c->u32_key)) return gw_u32(w, kv->key, c->u32), true;
+  return false;
+}
+
+static void load_fails(const gguf_file *src, const change *c, const char *misshape,
+                       const char *want) {
+  gw_edit e = {.key = edit_key, .ctx = c, .misshape = misshape};
+  size_t size;
+  uint8_t *bytes = gw_rewrite(src, &e, &size);
+  gguf_file *f = NULL;
+  CHECK_OK(gguf_open_memory(&f, bytes, size, "rewritten.gguf"));
+  ntx_model *m = NULL;
+  int st = f ? ntx_load(test_device(), f, &m) : -1;
+  CHECK(st && !m, "a file with '%s' wrong loads", want);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message '%s' does not name '%s'",
+        steno_last_error(), want);
+  ntx_free(m);
+  gguf_close(f);
+  free(bytes);
+}
+
+static void loader_errors(const gguf_file *f) {
+  load_fails(f, &(change){.drop_key = "tokenizer.ggml.tokens"}, NULL, "tokenizer.ggml.tokens");
+  load_fails(f, &(change){.drop_key = "nemotron3_5_transcribe.lm.layers_block_type"}, NULL,
+             "layers_block_type");
+  load_fails(f, &(change){.u32_key = "nemotron3_5_transcribe.lm.vocab_size", .u32 = 400}, NULL,
+             "400");
+  load_fails(f, &(change){0}, "lm.layers.0.mixer.in_proj.weight", "in_proj");
 }
 
 int main(void) {
@@ -78,6 +118,7 @@ int main(void) {
   }
   ntx_session_free(s);
   ntx_free(m);
+  if (f) loader_errors(f);
   gguf_close(f);
   gguf_close(ref);
   return check_done();

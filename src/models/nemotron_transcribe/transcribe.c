@@ -152,7 +152,7 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, i
   return 0;
 }
 
-/* The text of the generated ids: specials and end tokens left out, spaces trimmed. */
+/* The text of the generated ids: specials and end tokens left out, white space trimmed. */
 static int text_of(const ntx_model *m, const int *ids, uint32_t n, char **text) {
   int *keep = mem_alloc(n + 1, sizeof *keep);
   if (!keep) return STENO_ERR_NOMEM;
@@ -166,8 +166,8 @@ static int text_of(const ntx_model *m, const int *ids, uint32_t n, char **text) 
   free(keep);
   if (st) return st;
   char *t = *text, *e = t + strlen(t);
-  while (*t == ' ') t++;
-  while (e > t && e[-1] == ' ') e--;
+  while (*t && strchr(" \t\r\n", *t)) t++; /* e.g. the newlines after an empty <think></think> */
+  while (e > t && strchr(" \t\r\n", e[-1])) e--;
   memmove(*text, t, (size_t)(e - t));
   (*text)[e - t] = '\0';
   return 0;
