@@ -391,14 +391,15 @@ def alignment_tokens(model_dir: Path) -> list[str] | None:
 
 F32_ONLY = re.compile(r"(norm[^.]*\.(weight|bias)$|\.bias$|^frontend\.|learnable_sil_emb$|\.A_log$|\.D$|"
                       r"\.dt_bias$|conv1d\.weight$|e_score_correction_bias$|^diar_norm\.|"
-                      r"upsample\.weight$|^wts\.head\.weight$)")  # convs: the loaders take F32 or F16 there
+                      r"upsample\.weight$|^wts\.head\.weight$|"  # convs: the loaders take F32 or F16 there
+                      r"mixer\.gate\.weight$)")  # the MoE router: fp32 in the reference (§9)
 
 
 def target_type(name: str, arr: np.ndarray, outtype: str) -> QT:
     if outtype == "f32" or arr.ndim < 2 or F32_ONLY.search(name):
         return QT.F32
     if outtype == "q8_0":
-        return QT.Q8_0 if arr.shape[-1] % 32 == 0 and arr.ndim == 2 else QT.F16
+        return QT.Q8_0 if arr.shape[-1] % 32 == 0 else QT.F16  # 3-D: the stacked experts
     return {"f16": QT.F16, "bf16": QT.BF16}[outtype]
 
 
