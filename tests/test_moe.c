@@ -2,8 +2,9 @@
  * normalisation, scaling) and the routed experts' GEMVs, against plain C on
  * random data, in every weight type, at the tiny fixture's shapes and at
  * Nemotron 3.5 Transcribe's (hidden 2688, experts of 1856, 128 experts top-6
- * for the router); the unchosen experts' weights are NaN (F32), so a kernel
- * that read them would fail; bad shapes are errors. */
+ * for the router), one pair at a time and grouped by expert; the unchosen
+ * experts' weights are NaN (F32), so a kernel that read them would fail; bad
+ * shapes are errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,14 +95,15 @@ static gpu_linear stacked(gpu_wtype t, uint32_t E, uint32_t per, uint32_t k, con
   return l;
 }
 
-/* up then down for `rows` rows routed to k of E experts (H inputs, I per expert). */
+/* up then down for `rows` rows routed to k of E experts (H inputs, I per expert), one
+ * pair at a time or grouped by expert. */
 static void experts_case(gpu_wtype t, uint32_t rows, uint32_t E, uint32_t k, uint32_t H,
-                         uint32_t I) {
+                         uint32_t I, bool grouped) {
   uint32_t xs = H + 4, n = rows * k;
   uint32_t *idx = calloc(n, sizeof *idx);
   bool used[256] = {0};
   for (uint32_t r = 0; r < rows; r++) /* distinct experts per row, some never chosen */
-    for (uint32_t j = 0; j < k; j++) idx[r * k + j] = (r * 3 + j * 2) % (E - 1), used[idx[r * k + j]] = true;
+    for (uint32_t j = 0; j < k; j++) idx[r * k + j] = (r * 3 + j) % (E - 1), used[idx[r * k + j]] = true;
   float *upv, *downv, *x = test_random((size_t)rows * xs, 61), *wts = test_random(n, 62);
   float *c0 = test_random((size_t)rows * xs, 63);
   gpu_linear up = stacked(t, E, I, H, used, 64, &upv), down = stacked(t, E, H, I, used, 65, &downv);
@@ -110,7 +112,8 @@ static void experts_case(gpu_wtype t, uint32_t rows, uint32_t E, uint32_t k, uin
   for (uint32_t p = 0; p < n; p++)
     for (uint32_t i = 0; i < I; i++) {
       double s = 0;
-      for (uint32_t j = 0; j < H; j++) s += (double)upv[((size_t)idx[p] * I + i) * H + j] * x[(size_t)(p / k) * xs + 1 + j];
+      for (uint32_t j = 0; j < H; j++)
+        s += (double)upv[((size_t)idx[p] * I + i) * H + j] * x[(size_t)(p / k) * xs + 1 + j];
       h[(size_t)p * I + i] = s > 0 ? (float)(s * s) : 0.0f;
     }
   for (uint32_t r = 0; r < rows; r++)
@@ -119,7 +122,8 @@ static void experts_case(gpu_wtype t, uint32_t rows, uint32_t E, uint32_t k, uin
       for (uint32_t j = 0; j < k; j++) {
         uint32_t p = r * k + j;
         double d = 0;
-        for (uint32_t i = 0; i < I; i++) d += (double)downv[((size_t)idx[p] * H + o) * I + i] * h[(size_t)p * I + i];
+        for (uint32_t i = 0; i < I; i++)
+          d += (double)downv[((size_t)idx[p] * H + o) * I + i] * h[(size_t)p * I + i];
         s += wts[p] * d;
       }
       want[(size_t)r * xs + 2 + o] += (float)s;
@@ -128,20 +132,29 @@ static void experts_case(gpu_wtype t, uint32_t rows, uint32_t E, uint32_t k, uin
   gpu_buffer *cb = test_upload(c0, (size_t)rows * xs), *hb = test_random_buffer((size_t)n * I, 66);
   gpu_buffer *ib;
   CHECK_OK(gpu_buffer_from(test_device(), idx, n * sizeof *idx, &ib));
+  gpu_buffer *lb = test_random_buffer((size_t)E * rows, 67), *nb = test_random_buffer(E, 68);
+  gpu_buffer *yb = test_random_buffer((size_t)n * H, 69);
   gpu_rec *rec = test_rec();
-  gpu_moe_up(rec, &up, I, k, xb, 1, xs, ib, hb, rows);
-  gpu_moe_down(rec, &down, H, k, hb, ib, wb, cb, 2, xs, rows);
+  if (grouped) {
+    gpu_moe_lists(rec, E, k, ib, lb, nb, rows);
+    gpu_moe_up_grouped(rec, &up, I, k, xb, 1, xs, lb, nb, hb, rows);
+    gpu_moe_down_grouped(rec, &down, H, k, hb, lb, nb, wb, yb, cb, 2, xs, rows);
+  } else {
+    gpu_moe_up(rec, &up, I, k, xb, 1, xs, ib, hb, rows);
+    gpu_moe_down(rec, &down, H, k, hb, ib, wb, cb, 2, xs, rows);
+  }
   float *got = test_run_read(rec, cb, (size_t)rows * xs), *got_h = test_floats((size_t)n * I);
   CHECK_OK(gpu_download(hb, 0, got_h, (size_t)n * I * sizeof *got_h));
   char what[128];
-  snprintf(what, sizeof what, "moe_up %s %u rows × top %u of %u, %u → %u", quant_names[t], rows,
-           k, E, H, I);
+  const char *how = grouped ? " grouped" : "";
+  snprintf(what, sizeof what, "moe_up%s %s %u rows × top %u of %u, %u → %u", how, quant_names[t],
+           rows, k, E, H, I);
   check_close(what, got_h, h, (size_t)n * I, 1e-4f);
-  snprintf(what, sizeof what, "moe_down %s %u rows, %u → %u", quant_names[t], rows, I, H);
+  snprintf(what, sizeof what, "moe_down%s %s %u rows, %u → %u", how, quant_names[t], rows, I, H);
   check_close(what, got, want, (size_t)rows * xs, 1e-4f);
   gpu_linear_free(&up), gpu_linear_free(&down);
   gpu_buffer_free(xb), gpu_buffer_free(wb), gpu_buffer_free(cb), gpu_buffer_free(hb);
-  gpu_buffer_free(ib);
+  gpu_buffer_free(ib), gpu_buffer_free(lb), gpu_buffer_free(nb), gpu_buffer_free(yb);
   gpu_rec_free(rec);
   free(idx), free(upv), free(downv), free(x), free(wts), free(c0), free(h), free(want);
   free(got), free(got_h);
@@ -178,9 +191,14 @@ int main(void) {
   route_case((gpu_router){8, 2, 2, 1, true, 2.5f}, 11);   /* the fixture */
   route_case((gpu_router){128, 6, 1, 1, true, 2.5f}, 9);  /* Nemotron 3.5 Transcribe */
   route_case((gpu_router){64, 4, 8, 3, false, 1.0f}, 70); /* groups, unnormalised */
-  for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) experts_case(t, 11, 8, 2, 64, 32);
-  experts_case(GPU_BF16, 2, 7, 6, 2688, 1856 / 8);  /* the real widths, fewer and narrower experts */
-  experts_case(GPU_Q8_0, 1, 3, 2, 2688, 1856);      /* one token, full-size experts */
+  for (int g = 0; g < 2; g++) {
+    for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) experts_case(t, 11, 8, 2, 64, 32, g);
+    experts_case(GPU_BF16, 2, 7, 6, 2688, 1856 / 8, g); /* the real widths, fewer, narrower experts */
+  }
+  experts_case(GPU_Q8_0, 1, 3, 2, 2688, 1856, false); /* one token (never grouped), full-size experts */
+  /* Grouped, with more pairs per expert than one batch (8) and experts no row chose. */
+  experts_case(GPU_F32, 45, 8, 2, 64, 32, true);
+  experts_case(GPU_BF16, 40, 16, 6, 256, 96, true);
   bad_shapes();
   return check_done();
 }

@@ -21,7 +21,8 @@
 #define KEYS "nemotron_h."
 #define TENSORS "lm."
 #define F16_TOL 1e-3f /* with the K/V cache in f16 */
-#define TOL 1e-5f /* relative to the largest value: f32 throughout, other sum orders (worst seen 1.5e-6) */
+/* Relative to the largest value: f32 throughout, other sum orders (worst seen 1.5e-6). */
+#define TOL 1e-5f
 
 static const float *ref_tensor(const gguf_file *ref, const char *name, size_t n) {
   const gguf_tensor *t = gguf_tensor_find(ref, name);

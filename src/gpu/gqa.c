@@ -47,12 +47,13 @@ void gpu_gqa_attend(gpu_rec *rec, const gpu_gqa *a) {
                               a->nq, a->pos, a->heads, a->kv_heads, a->hd));
     return;
   }
+  float scale = a->scale ? a->scale : 1.0f / sqrtf((float)a->hd);
   struct {
     uint32_t nq, heads, kv_heads, hd, pos;
     float scale;
     uint32_t q_off, q_stride, k_off, v_off, kv_stride, o_off, o_stride;
-  } p = {a->nq,   a->heads,    a->kv_heads, a->hd,  a->pos,   a->scale ? a->scale : 1.0f / sqrtf((float)a->hd),
-         a->q_off, a->q_stride, a->k_off,    a->v_off, a->kv_stride, a->o_off, a->o_stride};
+  } p = {a->nq,      a->heads,    a->kv_heads, a->hd,    a->pos,       scale,   a->q_off,
+         a->q_stride, a->k_off, a->v_off,    a->kv_stride, a->o_off, a->o_stride};
   gpu_buffer *bufs[] = {a->q, a->kv, a->o};
   uint32_t f16 = a->f16;
   gpu_kernel *k = gpu_rec_kernel(rec, "gqa_attend", &f16, 1);

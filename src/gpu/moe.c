@@ -77,3 +77,70 @@ void gpu_moe_down(gpu_rec *rec, const gpu_linear *down, uint32_t per, uint32_t k
   gpu_buffer *bufs[] = {h, idx, wts, c};
   experts(rec, down, 1, bufs, &p, rows);
 }
+
+void gpu_moe_lists(gpu_rec *rec, uint32_t experts, uint32_t k, gpu_buffer *idx, gpu_buffer *list,
+                   gpu_buffer *count, uint32_t rows) {
+  if (rows == 0) return;
+  uint64_t pairs = (uint64_t)rows * k;
+  bool ok = experts >= 1 && experts <= 65535 && k >= 1 && k <= 32 && pairs <= UINT32_MAX &&
+            fits_words(idx, pairs) && fits_words(list, (uint64_t)experts * rows) &&
+            fits_words(count, experts) && list != idx && count != idx && list != count;
+  if (!ok) return bad(rec, "moe_lists", rows);
+  uint32_t p[3] = {experts, (uint32_t)pairs, rows};
+  gpu_buffer *bufs[] = {idx, list, count};
+  gpu_kernel *kk = gpu_rec_kernel(rec, "moe_lists", NULL, 0);
+  gpu_dispatch(rec, kk, bufs, 3, p, sizeof p, (experts + 63) / 64, 1, 1);
+}
+
+typedef struct {
+  uint32_t K, rows, k, wk, cap, a_off, a_stride;
+} grouped_push;
+
+/* One grouped stage over every expert of l (its rows / per of them). */
+static void grouped(gpu_rec *rec, const gpu_linear *l, uint32_t stage, gpu_buffer *a,
+                    gpu_buffer *list, gpu_buffer *count, gpu_buffer *out, const grouped_push *p) {
+  uint32_t spec[2] = {l->type, stage}, gx = (p->rows + 7) / 8;
+  gpu_buffer *bufs[] = {a, list, count, out, l->w, l->scales ? l->scales : l->w};
+  gpu_kernel *k = gpu_rec_kernel(rec, "moe_grouped", spec, 2);
+  gpu_dispatch(rec, k, bufs, 6, p, sizeof *p, gx < 65535 ? gx : 65535, l->rows / p->rows, 1);
+}
+
+/* The lists fit `rows` rows of the experts of l. */
+static bool lists_ok(const gpu_linear *l, uint32_t per, gpu_buffer *list, gpu_buffer *count,
+                     uint32_t rows) {
+  uint32_t experts = l->rows / per;
+  return experts <= 65535 && fits_words(list, (uint64_t)experts * rows) && fits_words(count, experts);
+}
+
+void gpu_moe_up_grouped(gpu_rec *rec, const gpu_linear *up, uint32_t per, uint32_t k,
+                        gpu_buffer *x, uint32_t x_off, uint32_t x_stride, gpu_buffer *list,
+                        gpu_buffer *count, gpu_buffer *h, uint32_t rows) {
+  if (rows == 0) return;
+  bool ok = stacked(up, per, k, rows) && lists_ok(up, per, list, count, rows) &&
+            gpu_slice_fits(x, x_off, x_stride, rows, up->k) &&
+            fits_words(h, (uint64_t)rows * k * per) && h != x && h != list && h != count;
+  if (!ok) return bad(rec, "moe_up_grouped", rows);
+  grouped_push p = {k, per, up->k, up->wk, rows, x_off, x_stride};
+  grouped(rec, up, 0, x, list, count, h, &p);
+}
+
+void gpu_moe_down_grouped(gpu_rec *rec, const gpu_linear *down, uint32_t per, uint32_t k,
+                          gpu_buffer *h, gpu_buffer *list, gpu_buffer *count, gpu_buffer *wts,
+                          gpu_buffer *y, gpu_buffer *c, uint32_t c_off, uint32_t c_stride,
+                          uint32_t rows) {
+  if (rows == 0) return;
+  bool ok = stacked(down, per, k, rows) && lists_ok(down, per, list, count, rows) &&
+            fits_words(h, (uint64_t)rows * k * down->k) && fits_words(wts, (uint64_t)rows * k) &&
+            fits_words(y, (uint64_t)rows * k * per) && gpu_slice_fits(c, c_off, c_stride, rows, per) &&
+            y != h && y != list && y != count && c != y && c != h && c != wts;
+  if (!ok) return bad(rec, "moe_down_grouped", rows);
+  grouped_push p = {k, per, down->k, down->wk, rows, 0, 0};
+  grouped(rec, down, 1, h, list, count, y, &p);
+  struct {
+    uint32_t t, K, n, c_off, c_stride;
+  } cp = {rows, k, per, c_off, c_stride};
+  gpu_buffer *bufs[] = {y, wts, c};
+  gpu_kernel *kk = gpu_rec_kernel(rec, "moe_combine", NULL, 0);
+  uint32_t gx = (per + 63) / 64;
+  gpu_dispatch(rec, kk, bufs, 3, &cp, sizeof cp, gx < 1024 ? gx : 1024, gpu_row_groups(rows), 1);
+}

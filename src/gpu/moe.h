@@ -32,4 +32,23 @@ void gpu_moe_down(gpu_rec *rec, const gpu_linear *down, uint32_t per, uint32_t k
                   gpu_buffer *idx, gpu_buffer *wts, gpu_buffer *c, uint32_t c_off,
                   uint32_t c_stride, uint32_t rows);
 
+/* The same for many rows, grouped by expert (moe_grouped.comp): each expert's
+ * weights are read once per batch of the pairs that chose it instead of once
+ * per pair. gpu_moe_lists first writes, for each of `experts`, the pairs
+ * (r·k + j) that chose it: list [experts][rows] uint and count [experts] uint. */
+void gpu_moe_lists(gpu_rec *rec, uint32_t experts, uint32_t k, gpu_buffer *idx, gpu_buffer *list,
+                   gpu_buffer *count, uint32_t rows);
+
+/* h [rows·k][per] as gpu_moe_up, from the lists. */
+void gpu_moe_up_grouped(gpu_rec *rec, const gpu_linear *up, uint32_t per, uint32_t k,
+                        gpu_buffer *x, uint32_t x_off, uint32_t x_stride, gpu_buffer *list,
+                        gpu_buffer *count, gpu_buffer *h, uint32_t rows);
+
+/* c rows += Σ_j wts[r][j] · W_{e_rj} · h[r·k + j] as gpu_moe_down, from the lists,
+ * through y [rows·k][per] (each pair's output, then summed in slot order). */
+void gpu_moe_down_grouped(gpu_rec *rec, const gpu_linear *down, uint32_t per, uint32_t k,
+                          gpu_buffer *h, gpu_buffer *list, gpu_buffer *count, gpu_buffer *wts,
+                          gpu_buffer *y, gpu_buffer *c, uint32_t c_off, uint32_t c_stride,
+                          uint32_t rows);
+
 #endif

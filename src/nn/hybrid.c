@@ -52,12 +52,16 @@ int hybrid_scratch_new(gpu_device *dev, const hybrid_dims *d, uint32_t rows, uin
   if (!st) st = gpu_buffer_new(dev, (size_t)rows * k * moe * f, &s->eh);
   if (!st) st = gpu_buffer_new(dev, (size_t)rows * k * f, &s->idx);
   if (!st) st = gpu_buffer_new(dev, (size_t)rows * k * f, &s->wts);
+  size_t experts = d->router.experts ? d->router.experts : 1;
+  if (!st) st = gpu_buffer_new(dev, experts * rows * f, &s->list);
+  if (!st) st = gpu_buffer_new(dev, experts * f, &s->count);
+  if (!st) st = gpu_buffer_new(dev, (size_t)rows * k * d->d * f, &s->ey);
   if (st) hybrid_scratch_free(s);
   return st;
 }
 
 void hybrid_scratch_free(hybrid_scratch *s) {
-  gpu_buffer *b[] = {s->x, s->h, s->wide, s->xbc, s->y, s->eh, s->idx, s->wts};
+  gpu_buffer *b[] = {s->x, s->h, s->wide, s->xbc, s->y, s->eh, s->idx, s->wts, s->list, s->count, s->ey};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
   memset(s, 0, sizeof *s);
 }

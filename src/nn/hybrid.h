@@ -79,6 +79,8 @@ typedef struct {
   gpu_buffer *xbc, *y;   /* [rows][conv channels], [rows][max(I, heads·head_dim)] */
   gpu_buffer *eh;        /* [rows·k][moe_ff]: the chosen experts' inner activations */
   gpu_buffer *idx, *wts; /* [rows·k] */
+  gpu_buffer *list, *count, *ey; /* grouped experts: pairs per expert [E][rows], their
+                                    numbers [E], each pair's output [rows·k][d] */
 } hybrid_scratch;
 
 /* `wide` is the widest projection's row (gpu_linear_width) of the model's blocks. */

@@ -71,12 +71,21 @@ void mlp_free(mlp_block *b) {
 void mlp_record(gpu_rec *rec, const hybrid_dims *d, const mlp_block *b, hybrid_scratch *s,
                 uint32_t rows) {
   if (b->gate.w) { /* the routed experts first; the shared expert adds after */
-    uint32_t k = d->router.k;
+    uint32_t k = d->router.k, E = d->router.experts;
     hybrid_linear(rec, s->h, d->stride, &b->gate, s->wide, rows, GPU_EPI_BIAS);
     gpu_moe_route(rec, &d->router, s->wide, 0, gpu_linear_width(&b->gate), b->bias, s->idx, s->wts,
                   rows);
-    gpu_moe_up(rec, &b->experts_up, d->moe_ff, k, s->h, 0, d->stride, s->idx, s->eh, rows);
-    gpu_moe_down(rec, &b->experts_down, d->d, k, s->eh, s->idx, s->wts, s->x, 0, d->stride, rows);
+    if (rows == 1) { /* one token: each chosen expert's weights are read once anyway */
+      gpu_moe_up(rec, &b->experts_up, d->moe_ff, k, s->h, 0, d->stride, s->idx, s->eh, rows);
+      gpu_moe_down(rec, &b->experts_down, d->d, k, s->eh, s->idx, s->wts, s->x, 0, d->stride,
+                   rows);
+    } else { /* a prompt: pairs grouped by expert, its weights read once per batch of them */
+      gpu_moe_lists(rec, E, k, s->idx, s->list, s->count, rows);
+      gpu_moe_up_grouped(rec, &b->experts_up, d->moe_ff, k, s->h, 0, d->stride, s->list,
+                         s->count, s->eh, rows);
+      gpu_moe_down_grouped(rec, &b->experts_down, d->d, k, s->eh, s->list, s->count, s->wts,
+                           s->ey, s->x, 0, d->stride, rows);
+    }
   }
   hybrid_linear(rec, s->h, d->stride, &b->up, s->wide, rows, GPU_EPI_RELU2);
   hybrid_linear(rec, s->wide, gpu_linear_width(&b->up), &b->down, s->x, rows, GPU_EPI_RESIDUAL);

@@ -83,7 +83,9 @@ static int inputs(nemotron_h_session *s, const int *ids, const float *embeds, ui
       return err_set(STENO_ERR_INVALID, "nemotron_h: row %u has no token and no embedding", i);
     if (!given && (uint32_t)ids[i] >= m->vocab)
       return err_set(STENO_ERR_INVALID, "nemotron_h: token %d of %u", ids[i], m->vocab);
-    if (given) TRY(gpu_upload(s->s.x, (size_t)i * S * sizeof(float), embeds + (size_t)i * d, d * sizeof(float)));
+    if (given)
+      TRY(gpu_upload(s->s.x, (size_t)i * S * sizeof(float), embeds + (size_t)i * d,
+                     d * sizeof(float)));
     else gpu_embed(s->rec, &m->embed, (uint32_t)ids[i], NULL, 0, s->s.x, i * S);
   }
   return 0;
