@@ -110,6 +110,9 @@ int main(void) {
       CHECK(want && strlen(got) > 0 && !strncmp(got, want + lead, strlen(want) - lead),
             "text '%s' does not start with the reference tokens' '%s'", got, want ? want : "");
       CHECK(steno_result_segment_count(r) == 1, "%zu segments", steno_result_segment_count(r));
+      steno_timings tm = steno_result_timings(r);
+      CHECK(tm.encoder_ms > 0 && tm.decoder_ms > 0, "timings %g / %g ms", tm.encoder_ms,
+            tm.decoder_ms);
 
       public_api(pcm->data, pcm->nelem, got);
       free(want);

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/timer.h"
 #include "text/result.h"
 
 #define LM_KEYS "nemotron3_5_transcribe.lm."
@@ -134,13 +135,17 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, i
   int *prompt = NULL, *out = mem_alloc(max_new + 1, sizeof *out);
   float *rows = NULL;
   uint32_t np = 0;
+  double t0 = time_now();
   int st = out ? nt_audio_run(m->audio, pcm, n, &a) : STENO_ERR_NOMEM;
+  double t1 = time_now();
   if (!st) st = prompt_rows(m, &a, &prompt, &rows, &np);
   if (!st && (uint64_t)np + max_new > s->lm->ctx)
     st = err_set(STENO_ERR_INVALID, "nemotron transcribe: a prompt of %u tokens and %u more do "
                  "not fit the context of %u", np, max_new, s->lm->ctx);
   nemotron_h_reset(s->lm);
   if (!st) st = nemotron_h_greedy(s->lm, prompt, rows, np, max_new, m->stop, m->n_stop, out, n_ids);
+  s->audio_ms = 1e3 * (t1 - t0);
+  s->decoder_ms = 1e3 * (time_now() - t1);
   nt_audio_free(&a);
   free(prompt), free(rows);
   if (st) {
@@ -194,7 +199,10 @@ int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_trans
     if (!seg) st = STENO_ERR_NOMEM;
     else r->segments[r->nsegments++] = (steno_segment){seg, 0, (int64_t)(seconds * 1000 + 0.5)};
   }
-  if (!st) free(r->text), r->text = text, text = NULL;
+  if (!st) {
+    free(r->text), r->text = text, text = NULL;
+    r->timings = (steno_timings){0, s->audio_ms, s->decoder_ms}; /* features: in the audio module's */
+  }
   free(text);
   if (st) steno_result_free(r);
   else *out = r;

@@ -25,6 +25,7 @@ typedef struct {
 typedef struct {
   const ntx_model *m;
   nemotron_h_session *lm;
+  double audio_ms, decoder_ms; /* the last ntx_generate's audio module and decoder */
 } ntx_session;
 
 int ntx_load(gpu_device *dev, const gguf_file *f, ntx_model **out);
