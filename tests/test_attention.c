@@ -139,6 +139,84 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
   free(x), free(vs), free(pos), free(o0), free(mask), free(want), free(got);
 }
 
+/* A padded batch (relative or packed plain): clips of t rows, lens[c] their
+ * own; each clip's own rows against the reference over that clip alone
+ * (the pos rows of its length are the shared table's middle), padded rows
+ * finite. The padding's values are random: a key read from it shows. */
+static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t heads, size_t hd) {
+  size_t d = heads * hd, pad = (3 * d + 63) / 64 * 64, stride = layout == PACKED ? pad : pad + d;
+  size_t rows = n * t, xn = rows * stride, pos_stride = d + 3, pn = (2 * t - 1) * pos_stride;
+  size_t o_stride = d + 9, on = rows * o_stride;
+  float *x = test_random(xn, 70), *pos = test_random(pn, 71), *o0 = test_random(on, 72);
+  gpu_buffer *xb = test_upload(x, xn), *pb = test_upload(pos, pn), *ob = test_upload(o0, on), *sb;
+  gpu_buffer *lb = test_upload((const float *)lens, n);
+  CHECK_OK(gpu_buffer_new(test_device(), n * gpu_attention_scratch((uint32_t)t, (uint32_t)heads) * 4,
+                          &sb));
+  gpu_attn a = {
+      .q = {xb, 0, (uint32_t)stride},
+      .k = {xb, (uint32_t)d, (uint32_t)stride},
+      .v = {xb, 2 * (uint32_t)d, (uint32_t)stride},
+      .o = {ob, 0, (uint32_t)o_stride},
+      .scores = sb,
+      .t = (uint32_t)t,
+      .heads = (uint32_t)heads,
+      .head_dim = (uint32_t)hd,
+      .batch = (uint32_t)n,
+      .lens = lb,
+  };
+  gpu_rec *rec = test_rec();
+  if (layout == RELATIVE) {
+    a.qv = (gpu_attn_slice){xb, (uint32_t)pad, (uint32_t)stride};
+    a.pos = (gpu_attn_slice){pb, 0, (uint32_t)pos_stride};
+    gpu_rel_attention(rec, &a);
+  } else {
+    gpu_attention(rec, &a);
+  }
+  float *got = test_run_read(rec, ob, on), *want = test_floats(on);
+  memcpy(want, got, on * sizeof *want);
+  int finite = 1;
+  for (size_t i = 0; i < on; i++) finite &= isfinite(got[i]);
+  for (size_t c = 0; c < n; c++) {
+    size_t base = c * t * stride, L = lens[c];
+    rows_of q = {x, base, stride}, k = {x, base + d, stride}, v = {x, base + 2 * d, stride};
+    rows_of qv = {0}, p = {0};
+    if (layout == RELATIVE)
+      qv = (rows_of){x, base + pad, stride}, p = (rows_of){pos, (t - L) * pos_stride, pos_stride};
+    ref_attention(want, c * t * o_stride, o_stride, q, k, v, qv, p, NULL, L, heads, hd,
+                  1.0 / sqrt((double)hd));
+  }
+  char what[128];
+  snprintf(what, sizeof what, "attention %s batch of %zu × %zu, %zu heads of %zu", layouts[layout],
+           n, t, heads, hd);
+  CHECK(finite, "%s: not finite", what);
+  check_close(what, got, want, on, KERNEL_TOL);
+  gpu_rec_free(rec);
+  gpu_buffer_free(xb), gpu_buffer_free(pb), gpu_buffer_free(ob), gpu_buffer_free(sb);
+  gpu_buffer_free(lb);
+  free(x), free(pos), free(o0), free(want), free(got);
+}
+
+static void batches(void) {
+  const uint32_t lens[] = {37, 12, 40, 1, 39, 20, 40};
+  batch(RELATIVE, 40, lens, 5, 2, 32); /* the tiny TDT's 2 heads of 32 */
+  batch(RELATIVE, 40, lens, 7, 8, 40);
+  batch(RELATIVE, 100, (const uint32_t[]){100, 65, 3}, 3, 8, 128); /* 0.6B's 8 heads of 128 */
+  batch(PACKED, 40, lens, 5, 2, 64);
+  /* Bad batches: no lengths, too few, a key mask as well. */
+  gpu_buffer *big = test_random_buffer(1 << 16, 73), *small = test_random_buffer(2, 74);
+  gpu_attn a = {.q = {big, 0, 64}, .k = {big, 0, 64}, .v = {big, 0, 64}, .o = {big, 0, 64},
+                .scores = big, .t = 8, .heads = 2, .head_dim = 32, .batch = 4};
+  for (int i = 0; i < 3; i++) {
+    a.lens = i == 0 ? NULL : i == 1 ? small : big;
+    a.mask = i == 2 ? big : NULL;
+    gpu_rec *rec = test_rec();
+    gpu_attention(rec, &a);
+    CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "bad batch %d accepted", i);
+    gpu_rec_free(rec);
+  }
+  gpu_buffer_free(big), gpu_buffer_free(small);
+}
+
 /* Calls the recorder must refuse with STENO_ERR_INVALID. */
 static void bad_calls(void) {
   const uint32_t t = 8, heads = 2, hd = 8, d = heads * hd;
@@ -205,6 +283,7 @@ static void attentions(void) {
     one(PACKED, 100, 2, 64, c == 1 ? MASK_TAIL : NO_MASK, 0);
   }
   test_chunk = test_left = 0;
+  batches();
   bad_calls();
 }
 

@@ -138,6 +138,52 @@ static void conv_glus(void) {
   causal = false;
 }
 
+/* A padded batch: clips of seg rows, lens[i] their own; each clip's own rows
+ * against the reference over that clip alone (the conv must not read the
+ * neighbours' rows nor its own padding), padded rows finite. */
+static void conv_glu_batch_case(uint32_t seg, const uint32_t *lens, uint32_t batch, uint32_t ch,
+                                uint32_t kernel, gpu_conv_norm mode, uint32_t h_off,
+                                uint32_t h_stride, uint32_t y_off, uint32_t y_stride) {
+  uint32_t t = batch * seg;
+  size_t hn = h_off + (size_t)t * h_stride, yn = y_off + (size_t)t * y_stride;
+  float *h = test_random(hn, 20), *w = test_random(ch * kernel, 21), *wb = test_random(ch, 22);
+  float *g = test_random(ch, 23), *b = test_random(ch, 24), *y0 = test_random(yn, 25);
+  gpu_buffer *hb = test_upload(h, hn), *yb = test_upload(y0, yn);
+  gpu_buffer *lb = test_upload((const float *)lens, batch);
+  gpu_dwconv dw = {test_upload(w, ch * kernel), test_upload(wb, ch), kernel, false};
+  gpu_norm n = {test_upload(g, ch), test_upload(b, ch), EPS};
+  gpu_rec *rec = test_rec();
+  gpu_conv_glu_batch(rec, hb, h_off, h_stride, &dw, &n, mode, yb, y_off, y_stride, batch, seg, lb,
+                     ch);
+  float *got = test_run_read(rec, yb, yn), *want = test_floats(yn);
+  memcpy(want, got, yn * sizeof *want);
+  bool finite = true;
+  for (size_t i = 0; i < yn; i++) finite = finite && isfinite(got[i]);
+  for (uint32_t c = 0; c < batch; c++)
+    ref_conv_glu(h, h_off + c * seg * h_stride, h_stride, w, wb, kernel, g, b, mode, want,
+                 y_off + c * seg * y_stride, y_stride, lens[c], ch);
+  char what[160];
+  snprintf(what, sizeof what, "conv_glu batch of %u × %u rows ch=%u kernel=%u %s", batch, seg, ch,
+           kernel, mode == GPU_CONV_AFFINE ? "affine" : "layer_norm");
+  CHECK(finite, "%s: padded rows not finite", what);
+  check_close(what, got, want, yn, KERNEL_TOL);
+  free(got);
+  gpu_rec_free(rec);
+  gpu_buffer_free(hb), gpu_buffer_free(yb), gpu_buffer_free(lb), gpu_buffer_free(dw.w);
+  gpu_buffer_free(dw.b), gpu_buffer_free(n.g), gpu_buffer_free(n.b);
+  free(h), free(w), free(wb), free(g), free(b), free(y0), free(want);
+}
+
+static void conv_glu_batches(void) {
+  /* Parakeet 0.6B's kernel 9 and the tiny TDT's 5; clips full, short, of one row. */
+  const uint32_t lens[] = {37, 12, 40, 1, 39};
+  conv_glu_batch_case(40, lens, 5, 192, 9, GPU_CONV_AFFINE, 0, 384, 0, 192);
+  conv_glu_batch_case(40, lens, 5, 1024, 9, GPU_CONV_LAYER_NORM, 5, 2 * 1024 + 64, 3, 1024 + 32);
+  conv_glu_batch_case(40, lens + 2, 2, 64, 5, GPU_CONV_AFFINE, 0, 128, 0, 64);
+  /* A batch of one clip, padded. */
+  conv_glu_batch_case(40, lens, 1, 64, 5, GPU_CONV_LAYER_NORM, 0, 128, 0, 64);
+}
+
 static void expect_invalid(gpu_rec *rec, const char *what) {
   CHECK(gpu_rec_dispatches(rec) == 0, "%s: dispatched", what);
   CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "%s: accepted", what);
@@ -162,6 +208,15 @@ static void bad_shapes(void) {
   rec = test_rec();
   gpu_conv_glu(rec, h, 0, 256, &dw, &n, GPU_CONV_AFFINE, y, 0, 128, 8, 128);
   expect_invalid(rec, "conv_glu short weights");
+  rec = test_rec();
+  gpu_conv_glu_batch(rec, h, 0, 128, &dw, &n, GPU_CONV_AFFINE, y, 0, 64, 4, 8, NULL, 64);
+  expect_invalid(rec, "conv_glu batch without lengths");
+  rec = test_rec();
+  gpu_conv_glu_batch(rec, h, 0, 128, &dw, &n, GPU_CONV_AFFINE, y, 0, 64, 0, 8, v, 64);
+  expect_invalid(rec, "conv_glu batch of 0 clips");
+  rec = test_rec();
+  gpu_conv_glu_batch(rec, h, 0, 128, &dw, &n, GPU_CONV_AFFINE, y, 0, 64, 65, 1, v, 64);
+  expect_invalid(rec, "conv_glu batch with lengths for 64 clips of 65");
   rec = test_rec();
   gpu_im2col(rec, h, 0, 20, y, 64, 37, 20, (gpu_conv1d){5, 2, 2});
   expect_invalid(rec, "im2col width below ch·kernel");
@@ -189,6 +244,7 @@ int main(void) {
     gpu_set_fast(d, fast);
     printf("conv_glu: %s kernel\n", fast ? "fast" : "portable");
     conv_glus();
+    conv_glu_batches();
     bad_shapes();
   }
   return check_done();

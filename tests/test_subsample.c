@@ -227,6 +227,48 @@ static void middle_chunk(size_t t, size_t f, size_t ch, size_t xs, uint32_t t0, 
 }
 
 /* Bad shapes become an error from gpu_rec_run, with nothing dispatched. */
+/* A padded batch through first_depthwise and depthwise: clips of lens[i] mel
+ * frames in pitch rows each (the padding random, so reading it shows), each
+ * clip's output against the reference over that clip alone, rows past its
+ * own length 0. */
+static void batch_case(const uint32_t *lens, uint32_t batch, uint32_t pitch, size_t f, size_t ch) {
+  float *mel = test_random(batch * pitch * f, 60), *w[6];
+  for (int i = 0; i < 6; i++) w[i] = test_random(i % 2 ? ch : 9 * ch, 61 + i);
+  uint32_t P4 = gpu_halve(gpu_halve(pitch)), P8 = gpu_halve(P4);
+  size_t F4 = gpu_halve(gpu_halve((uint32_t)f)), F8 = gpu_halve((uint32_t)F4);
+  size_t xc = (P4 + 1) * F4 * ch, yc = P8 * F8 * ch, nout = batch * yc;
+  uint32_t lens4[8];
+  for (uint32_t i = 0; i < batch; i++) lens4[i] = gpu_halve(gpu_halve(lens[i]));
+  gpu_buffer *mb = test_upload(mel, batch * pitch * f), *wb[6];
+  for (int i = 0; i < 6; i++) wb[i] = test_upload(w[i], i % 2 ? ch : 9 * ch);
+  gpu_buffer *l0 = test_upload((const float *)lens, batch);
+  gpu_buffer *l4 = test_upload((const float *)lens4, batch);
+  gpu_buffer *chunk = test_random_buffer(batch * xc, 3), *yb = test_random_buffer(nout, 4);
+  gpu_rec *rec = test_rec();
+  gpu_subsample_batch b1 = {batch, l0, pitch * (uint32_t)f, (uint32_t)xc};
+  gpu_subsample_batch b2 = {batch, l4, (uint32_t)xc, (uint32_t)yc};
+  gpu_first_depthwise_batch(rec, mb, wb[0], wb[1], wb[2], wb[3], chunk, pitch, f, ch, P4 + 1, &b1);
+  gpu_depthwise_batch(rec, chunk, ch, wb[4], wb[5], yb, P4, F4, ch, P8, &b2);
+  float *got = test_run_read(rec, yb, nout), *want = test_floats(nout);
+  for (uint32_t i = 0; i < batch; i++) {
+    size_t t = lens[i], t1 = gpu_halve(t), f1 = gpu_halve(f), t2 = gpu_halve(t1);
+    float *first = ref_first(mel + i * pitch * f, w[0], w[1], t, f, ch);
+    float *second = ref_depthwise(first, ch, w[2], w[3], t1, f1, ch);
+    float *third = ref_depthwise(second, ch, w[4], w[5], t2, F4, ch);
+    memcpy(want + i * yc, third, gpu_halve(t2) * F8 * ch * sizeof *want); /* the rest stays 0 */
+    free(first), free(second), free(third);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "subsampling batch of %u clips of ≤ %u × %zu × %zu", batch, pitch, f,
+           ch);
+  check_close(what, got, want, nout, KERNEL_TOL);
+  gpu_rec_free(rec);
+  for (int i = 0; i < 6; i++) gpu_buffer_free(wb[i]), free(w[i]);
+  gpu_buffer_free(mb), gpu_buffer_free(l0), gpu_buffer_free(l4), gpu_buffer_free(chunk);
+  gpu_buffer_free(yb);
+  free(mel), free(got), free(want);
+}
+
 static void bad_arguments(void) {
   gpu_buffer *small = test_random_buffer(64, 50), *big = test_random_buffer(4096, 51);
   gpu_rec *rec = test_rec();
@@ -239,6 +281,14 @@ static void bad_arguments(void) {
   gpu_first_depthwise(rec, small, big, big, big, big, big, 100, 80, 4, 0, 3); /* mel too small */
   CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "first_depthwise small mel accepted");
   gpu_rec_begin(rec);
+  gpu_subsample_batch bt = {3, small, 16 * 8, 16 * 8};
+  gpu_first_depthwise_batch(rec, big, big, big, big, big, small, 16, 8, 4, 5, &bt); /* y too small */
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "first_depthwise batch past y accepted");
+  gpu_rec_begin(rec);
+  bt.lens = NULL;
+  gpu_depthwise_batch(rec, big, 4, big, big, big, 8, 4, 4, 4, &bt); /* no lengths */
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "depthwise batch without lengths accepted");
+  gpu_rec_begin(rec);
   gpu_flatten(rec, big, 4, small, 10, 4, 4); /* y too small */
   CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "flatten into a small y accepted");
   CHECK(gpu_rec_dispatches(rec) == 0, "%d dispatches", gpu_rec_dispatches(rec));
@@ -250,6 +300,10 @@ static void bad_arguments(void) {
 int main(void) {
   test_device();
   seed_shape();
+  const uint32_t lens[] = {29, 16, 32, 3, 31};
+  batch_case(lens, 5, 32, 128, 24); /* the tiny TDT's 128 mels, 24 channels */
+  batch_case(lens + 1, 2, 32, 80, 16);
+  batch_case(lens + 2, 1, 32, 80, 8);
   stack(100, 128, 32, 4); /* Parakeet's 128 mels, t 100 → 13 rows in 4 chunks */
   stack(100, 80, 32, 5);  /* 80 mels */
   stack(100, 80, 32, 13); /* one chunk of everything */

@@ -91,25 +91,28 @@ void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows
 
 /* The shapes of a, checked against its buffers. */
 static int check_attn(const gpu_attn *a, bool relative, bool flash) {
-  uint32_t t = a->t, h = a->heads;
-  uint64_t width = (uint64_t)h * a->head_dim;
-  if (!t || !h || !a->head_dim || tiles(t) > MAX_GROUPS || h > MAX_GROUPS)
-    return err_set(STENO_ERR_INVALID, "attention over t = %u, %u heads of %u", t, h, a->head_dim);
+  uint32_t t = a->t, h = a->heads, n = a->batch > 1 ? a->batch : 1;
+  uint64_t width = (uint64_t)h * a->head_dim, rows = (uint64_t)n * t;
+  if (!t || !h || !a->head_dim || tiles(t) > MAX_GROUPS || (uint64_t)h * n > MAX_GROUPS)
+    return err_set(STENO_ERR_INVALID, "attention over t = %u, %u heads of %u, %u clips", t, h,
+                   a->head_dim, n);
+  if (a->batch > 1 && (!a->lens || gpu_buffer_size(a->lens) / 4 < a->batch || a->mask))
+    return err_set(STENO_ERR_INVALID, "attention over %u clips: lens for each, no key mask", n);
   if (!isfinite(a->scale)) return err_set(STENO_ERR_INVALID, "attention scale %g", a->scale);
   if (!relative && (a->qv.buf || a->pos.buf))
     return err_set(STENO_ERR_INVALID, "attention given positions: use gpu_rel_attention");
-  TRY(check_slice("attention q", a->q, t, width));
-  TRY(check_slice("attention k", a->k, t, width));
-  TRY(check_slice("attention v", a->v, t, width));
-  TRY(check_slice("attention o", a->o, t, width));
+  TRY(check_slice("attention q", a->q, rows, width));
+  TRY(check_slice("attention k", a->k, rows, width));
+  TRY(check_slice("attention v", a->v, rows, width));
+  TRY(check_slice("attention o", a->o, rows, width));
   if (relative) {
-    TRY(check_slice("attention q+v", a->qv, t, width));
+    TRY(check_slice("attention q+v", a->qv, rows, width));
     TRY(check_slice("attention pos", a->pos, 2 * (uint64_t)t - 1, width));
   }
   /* The scores as heads·t rows of t (check_slice keeps them under 2^32);
    * flash attention has none. */
   gpu_attn_slice s = {a->scores, 0, t};
-  if (!flash) TRY(check_slice("attention scores", s, (uint64_t)h * t, t));
+  if (!flash) TRY(check_slice("attention scores", s, (uint64_t)n * h * t, t));
   if (a->mask && gpu_buffer_size(a->mask) < (size_t)t * 4)
     return err_set(STENO_ERR_INVALID, "attention mask of %zu bytes for %u keys",
                    gpu_buffer_size(a->mask), t);
@@ -120,7 +123,8 @@ static int check_attn(const gpu_attn *a, bool relative, bool flash) {
 static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   gpu_device *d = gpu_rec_device(rec);
   /* Chunked masks are applied by the scores kernel: no flash path for them. */
-  bool flash = !a->chunk && use_flash(d, a->t, a->head_dim, relative);
+  bool batched = a->batch > 1;
+  bool flash = !a->chunk && !batched && use_flash(d, a->t, a->head_dim, relative);
   int st = check_attn(a, relative, flash);
   if (st) {
     gpu_rec_fail(rec, st);
@@ -146,26 +150,29 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
     return;
   }
 
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", &rel, 1);
+  /* Batched: one more spec constant and the lengths at the next binding. */
+  uint32_t spec[2] = {rel, 1}, z = batched ? a->batch * a->heads : a->heads;
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, batched ? 2 : 1);
   struct {
     uint32_t t, head_dim;
     float scale;
     uint32_t q_off, q_stride, k_off, k_stride, qv_off, qv_stride, pos_off, pos_stride;
-    uint32_t chunk, left_chunks;
-  } sp = {t,         hd,        scale,      a->q.offset, a->q.stride, a->k.offset, a->k.stride,
-          qv.offset, qv.stride, pos.offset, pos.stride,  a->chunk,    a->left_chunks};
-  gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores};
-  gpu_dispatch(rec, k, sb, 5, &sp, sizeof sp, tiles(t), tiles(t), a->heads);
+    uint32_t chunk, left_chunks, heads;
+  } sp = {t,          hd,         scale,    a->q.offset,    a->q.stride, a->k.offset,
+          a->k.stride, qv.offset, qv.stride, pos.offset,    pos.stride,  a->chunk,
+          a->left_chunks, a->heads};
+  gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores, batched ? a->lens : a->q.buf};
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, tiles(t), tiles(t), z);
 
   gpu_attn_slice s = {a->scores, 0, t};
-  softmax(rec, s, s, a->heads * t, t, 1.0f, a->mask);
+  softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  k = gpu_rec_kernel(rec, "attention_values", NULL, 0);
+  k = gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
   struct {
-    uint32_t t, head_dim, v_off, v_stride, o_off, o_stride;
-  } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride};
-  gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf};
-  gpu_dispatch(rec, k, vb, 3, &vp, sizeof vp, tiles(hd), tiles(t), a->heads);
+    uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
+  } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
+  gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, tiles(hd), tiles(t), z);
 }
 
 void gpu_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, false); }

@@ -34,6 +34,13 @@ typedef struct {
   /* Chunked attention (NeMo's chunked_limited), 0: none. Key j counts for
    * query i only when j/chunk is in [i/chunk − left_chunks, i/chunk]. */
   uint32_t chunk, left_chunks;
+  /* A padded batch (portable kernels only), 0 or 1: one clip. Clip n is rows
+   * n·t .. n·t + t − 1 of q, k, v, qv and o, of which the first lens[n] ≤ t
+   * (lens: batch uint32) are its own; keys past them are ignored, query rows
+   * past them get finite values that mean nothing; pos is shared (relative
+   * position j − i within a clip), scores hold batch·heads·t² floats. */
+  uint32_t batch;
+  gpu_buffer *lens;
 } gpu_attn;
 
 /* Floats of scores scratch an attention over t frames needs: heads·t². */

@@ -40,4 +40,13 @@ void gpu_conv_glu(gpu_rec *rec, gpu_buffer *h, uint32_t h_off, uint32_t h_stride
                   const gpu_dwconv *dw, const gpu_norm *n, gpu_conv_norm mode, gpu_buffer *y,
                   uint32_t y_off, uint32_t y_stride, uint32_t t, uint32_t ch);
 
+/* The same over `batch` clips of seg rows each (rows clip·seg ..), clip i
+ * holding lens[i] ≤ seg rows of its own (uint32) and padding after: each
+ * row's conv reads only its own clip's rows, padding as 0 (transformers'
+ * batched conv module zeroes padded frames before the depthwise conv). */
+void gpu_conv_glu_batch(gpu_rec *rec, gpu_buffer *h, uint32_t h_off, uint32_t h_stride,
+                        const gpu_dwconv *dw, const gpu_norm *n, gpu_conv_norm mode,
+                        gpu_buffer *y, uint32_t y_off, uint32_t y_stride, uint32_t batch,
+                        uint32_t seg, gpu_buffer *lens, uint32_t ch);
+
 #endif

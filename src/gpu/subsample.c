@@ -27,16 +27,31 @@ static bool shape_ok(gpu_rec *rec, const char *op, uint32_t t, uint32_t f, uint3
   return false;
 }
 
+/* A batch's shape: clips that fit a dispatch, their lengths, non-causal
+ * convs from row 0; true for none. */
+static bool batch_ok(gpu_rec *rec, const char *op, const gpu_subsample_batch *bt, bool causal,
+                     uint32_t t0) {
+  if (!bt) return true;
+  if (bt->batch && bt->batch <= MAX_GROUPS && bt->lens && !causal && t0 == 0 &&
+      gpu_buffer_size(bt->lens) / 4 >= bt->batch && (bt->batch == 1 || (bt->x_clip && bt->y_clip)))
+    return true;
+  gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "%s: a batch of %u clips (%u, %u floats apart)%s",
+                            op, bt->batch, bt->x_clip, bt->y_clip,
+                            causal || t0 ? " needs non-causal convs from row 0" : ""));
+  return false;
+}
+
 static uint32_t groups(uint64_t n, uint32_t size) { return (uint32_t)((n + size - 1) / size); }
 
-/* The plain depthwise conv; causal: NeMo's CausalConv2D padding (2 before, 1 after). */
+/* The plain depthwise conv; causal: NeMo's CausalConv2D padding (2 before, 1 after);
+ * bt: several clips (non-causal, t0 = 0), or NULL. */
 static void depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
                       gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows,
-                      bool causal) {
+                      bool causal, const gpu_subsample_batch *bt) {
   const char *op = "depthwise";
   uint32_t pad = causal ? 2 : 1, fo = causal ? gpu_halve_causal(f) : gpu_halve(f);
   uint32_t to = causal ? gpu_halve_causal(t) : gpu_halve(t);
-  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo)) return;
+  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !batch_ok(rec, op, bt, causal, t0)) return;
   if (x_stride < ch || t0 + rows > to) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "depthwise: rows %u..+%u of %u, stride %u < %u",
                               t0, rows, to, x_stride, ch));
@@ -47,58 +62,75 @@ static void depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer
   uint64_t last = 2 * (uint64_t)(t0 + rows) - pad;
   if (last > t - 1) last = t - 1;
   uint64_t xrows = last + 1 + pad - 2 * (uint64_t)t0;
-  if (!holds(rec, op, "x", x, (xrows * f - 1) * x_stride + ch) ||
+  uint32_t n = bt ? bt->batch : 1, xc = bt ? bt->x_clip : 0, yc = bt ? bt->y_clip : 0;
+  if (!holds(rec, op, "x", x, (n - 1) * (uint64_t)xc + (xrows * f - 1) * x_stride + ch) ||
       !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
-      !holds(rec, op, "y", y, (uint64_t)(t0 + rows) * fo * ch))
+      !holds(rec, op, "y", y, (n - 1) * (uint64_t)yc + (uint64_t)(t0 + rows) * fo * ch))
     return;
-  uint32_t spec[2] = {0, causal};
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 2);
-  uint32_t push[6] = {t, f, ch, x_stride, t0, rows};
-  gpu_buffer *bufs[] = {x, w, b, y, w, b};
-  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
-               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+  uint32_t spec[3] = {0, causal, bt != NULL};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, bt ? 3 : 2);
+  uint32_t push[8] = {t, f, ch, x_stride, t0, rows, xc, yc};
+  gpu_buffer *bufs[] = {x, w, b, y, w, b, bt ? bt->lens : w};
+  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+               rows < MAX_GROUPS ? rows : MAX_GROUPS, n);
 }
 
 void gpu_depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
                    gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
-  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, false);
+  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, false, NULL);
 }
 
 void gpu_depthwise_causal(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w,
                           gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch,
                           uint32_t t0, uint32_t rows) {
-  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, true);
+  depthwise(rec, x, x_stride, w, b, y, t, f, ch, t0, rows, true, NULL);
+}
+
+void gpu_depthwise_batch(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w,
+                         gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch,
+                         uint32_t rows, const gpu_subsample_batch *bt) {
+  depthwise(rec, x, x_stride, w, b, y, t, f, ch, 0, rows, false, bt);
 }
 
 static void first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
                             gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
-                            uint32_t ch, uint32_t t0, uint32_t rows, bool causal) {
+                            uint32_t ch, uint32_t t0, uint32_t rows, bool causal,
+                            const gpu_subsample_batch *bt) {
   const char *op = "first_depthwise";
   uint32_t fo = causal ? gpu_halve_causal(gpu_halve_causal(f)) : gpu_halve(gpu_halve(f));
-  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !rows) return;
-  if (!holds(rec, op, "mel", mel, (uint64_t)t * f) ||
+  if (!shape_ok(rec, op, t, f, ch, t0, rows, fo) || !batch_ok(rec, op, bt, causal, t0) || !rows)
+    return;
+  uint32_t n = bt ? bt->batch : 1, xc = bt ? bt->x_clip : 0, yc = bt ? bt->y_clip : 0;
+  if (!holds(rec, op, "mel", mel, (n - 1) * (uint64_t)xc + (uint64_t)t * f) ||
       !holds(rec, op, "w0", w0, 9 * (uint64_t)ch) || !holds(rec, op, "b0", b0, ch) ||
       !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
-      !holds(rec, op, "y", y, (uint64_t)rows * fo * ch))
+      !holds(rec, op, "y", y, (n - 1) * (uint64_t)yc + (uint64_t)rows * fo * ch))
     return;
-  uint32_t spec[2] = {1, causal};
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 2);
-  uint32_t push[6] = {t, f, ch, ch, t0, rows};
-  gpu_buffer *bufs[] = {mel, w, b, y, w0, b0};
-  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
-               rows < MAX_GROUPS ? rows : MAX_GROUPS, 1);
+  uint32_t spec[3] = {1, causal, bt != NULL};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, bt ? 3 : 2);
+  uint32_t push[8] = {t, f, ch, ch, t0, rows, xc, yc};
+  gpu_buffer *bufs[] = {mel, w, b, y, w0, b0, bt ? bt->lens : w};
+  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+               rows < MAX_GROUPS ? rows : MAX_GROUPS, n);
 }
 
 void gpu_first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
                          gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f,
                          uint32_t ch, uint32_t t0, uint32_t rows) {
-  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, false);
+  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, false, NULL);
 }
 
 void gpu_first_depthwise_causal(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
                                 gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
                                 uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows) {
-  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, true);
+  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, t0, rows, true, NULL);
+}
+
+void gpu_first_depthwise_batch(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                               gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
+                               uint32_t f, uint32_t ch, uint32_t rows,
+                               const gpu_subsample_batch *bt) {
+  first_depthwise(rec, mel, w0, b0, w, b, y, t, f, ch, 0, rows, false, bt);
 }
 
 void gpu_flatten(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *y, uint32_t t,

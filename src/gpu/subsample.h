@@ -44,6 +44,27 @@ void gpu_first_depthwise_causal(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, g
                                 gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
                                 uint32_t f, uint32_t ch, uint32_t t0, uint32_t rows);
 
+/* Several clips in one dispatch (transformers' padded batch): clip i's input
+ * image starts x_clip floats after clip i − 1's and its output y_clip after;
+ * the image has t rows of room (the longest clip's) and lens[i] ≤ t rows of
+ * its own (uint32: mel frames for gpu_first_depthwise_batch, the input
+ * image's rows for gpu_depthwise_batch). Output rows past a clip's own
+ * ⌈lens[i]/2⌉ (first: ⌈⌈lens[i]/2⌉/2⌉) are written as 0: what the reference's
+ * masked subsampling leaves there. Non-causal, from row 0 (t0 = 0). */
+typedef struct {
+  uint32_t batch;
+  gpu_buffer *lens;
+  uint32_t x_clip, y_clip;
+} gpu_subsample_batch;
+
+void gpu_depthwise_batch(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w,
+                         gpu_buffer *b, gpu_buffer *y, uint32_t t, uint32_t f, uint32_t ch,
+                         uint32_t rows, const gpu_subsample_batch *bt);
+void gpu_first_depthwise_batch(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_buffer *b0,
+                               gpu_buffer *w, gpu_buffer *b, gpu_buffer *y, uint32_t t,
+                               uint32_t f, uint32_t ch, uint32_t rows,
+                               const gpu_subsample_batch *bt);
+
 /* x [t][f][ch] (pixel stride x_stride ≥ ch) → y [t][ch·f], channel-major: y[r][c·f + j] =
  * x[r][j][c], as NeMo's x.transpose(1, 2).reshape(b, t, c·f). */
 void gpu_flatten(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *y, uint32_t t,

@@ -17,18 +17,25 @@
 // only when j/chunk is in [i/chunk − left_chunks, i/chunk]; other scores are
 // written as −1e30, which the softmax turns into exact zeros.
 //
+// BATCH = 1 (transformers' padded batch): gl_WorkGroupID.z = clip·heads + h
+// over clips of t rows each (clip n's rows n·t .. of q, k, qv; pos shared),
+// lens[n] ≤ t of them its own (binding 5, uint32): keys past that are written
+// as −1e30 like the chunk mask; s is [clips·heads][t][t].
+//
 // Tile: 64 queries × 64 keys of one head per workgroup of 16×16, 4×4 scores
 // per invocation, head_dim in steps of 8 through shared memory (with RELATIVE
 // also the tile's 127 pos rows; 10 KiB in all). Columns past head_dim and rows
 // past t read as 0. Products accumulate in f32.
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint RELATIVE = 0;
+layout(constant_id = 1) const uint BATCH = 0;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
 layout(std430, binding = 2) readonly buffer QV { float qv[]; };
 layout(std430, binding = 3) readonly buffer Pos { float pos[]; };
 layout(std430, binding = 4) writeonly buffer S { float s[]; };
+layout(std430, binding = 5) readonly buffer Lens { uint lens[]; };
 
 layout(push_constant) uniform Push {
   uint t, head_dim;
@@ -36,6 +43,7 @@ layout(push_constant) uniform Push {
   uint q_off, q_stride, k_off, k_stride;
   uint qv_off, qv_stride, pos_off, pos_stride;
   uint chunk, left_chunks;
+  uint heads; // BATCH = 1
 } p;
 
 bool kept(uint i, uint j) {
@@ -50,8 +58,9 @@ shared float ps[KSTEP][PROWS + 1];
 
 void main() {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
-  uint i0 = gl_WorkGroupID.y * T, j0 = gl_WorkGroupID.x * T, h = gl_WorkGroupID.z;
-  uint col = h * p.head_dim;
+  uint i0 = gl_WorkGroupID.y * T, j0 = gl_WorkGroupID.x * T, z = gl_WorkGroupID.z;
+  uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
+  uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
   // The tile's pos rows are base .. base + 126: (i, j) reads row
   // base + 63 + (j − j0) − (i − i0).
   int base = int(j0) - int(i0) + int(p.t) - int(T);
@@ -65,9 +74,10 @@ void main() {
       uint r = e / KSTEP, dd = e % KSTEP, d = col + d0 + dd;
       bool in_d = d0 + dd < p.head_dim;
       uint i = i0 + r, j = j0 + r;
-      qs[dd][r] = in_d && i < p.t ? q[p.q_off + i * p.q_stride + d] : 0.0;
-      ks[dd][r] = in_d && j < p.t ? k[p.k_off + j * p.k_stride + d] : 0.0;
-      if (RELATIVE != 0) qvs[dd][r] = in_d && i < p.t ? qv[p.qv_off + i * p.qv_stride + d] : 0.0;
+      qs[dd][r] = in_d && i < p.t ? q[p.q_off + (rb + i) * p.q_stride + d] : 0.0;
+      ks[dd][r] = in_d && j < p.t ? k[p.k_off + (rb + j) * p.k_stride + d] : 0.0;
+      if (RELATIVE != 0)
+        qvs[dd][r] = in_d && i < p.t ? qv[p.qv_off + (rb + i) * p.qv_stride + d] : 0.0;
     }
     if (RELATIVE != 0)
       for (uint e = tid; e < PROWS * KSTEP; e += WG) {
@@ -100,7 +110,7 @@ void main() {
     if (i >= p.t) continue;
     for (uint b = 0; b < 4; b++) {
       uint j = j0 + tx + 16 * b;
-      if (j < p.t) s[(h * p.t + i) * p.t + j] = kept(i, j) ? p.scale * acc[a][b] : -1e30;
+      if (j < p.t) s[(z * p.t + i) * p.t + j] = kept(i, j) && j < len ? p.scale * acc[a][b] : -1e30;
     }
   }
 }

@@ -7,6 +7,10 @@
 // o  f32 (binding 2): row i of head h at o[o_off + i·o_stride + h·head_dim ..];
 //    only those heads·head_dim columns of each row are written
 //
+// BATCH = 1: p is [clips·heads][t][t], gl_WorkGroupID.z = clip·heads + h, clip
+// n's rows at n·t .. of v and o, lens[n] ≤ t keys its own (binding 3, uint32;
+// the weights of the others are exact zeros: they are skipped).
+//
 // Tile: 64 queries × 64 columns of one head per workgroup of 16×16, 4×4
 // outputs per invocation, keys in steps of 16 through shared memory (8 KiB).
 // Products accumulate in f32. A key of weight 0 still multiplies its v row:
@@ -16,10 +20,13 @@ layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer P { float pw[]; };
 layout(std430, binding = 1) readonly buffer V { float v[]; };
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) readonly buffer Lens { uint lens[]; };
+layout(constant_id = 0) const uint BATCH = 0;
 
 layout(push_constant) uniform Push {
   uint t, head_dim;
   uint v_off, v_stride, o_off, o_stride;
+  uint heads; // BATCH = 1
 } p;
 
 const uint T = 64, KSTEP = 16, WG = 256;
@@ -27,19 +34,21 @@ shared float ps[KSTEP][T + 1], vs[KSTEP][T + 1];
 
 void main() {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
-  uint c0 = gl_WorkGroupID.x * T, i0 = gl_WorkGroupID.y * T, h = gl_WorkGroupID.z;
-  uint col = h * p.head_dim;
+  uint c0 = gl_WorkGroupID.x * T, i0 = gl_WorkGroupID.y * T, z = gl_WorkGroupID.z;
+  uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
+  uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
   float acc[4][4];
   for (uint a = 0; a < 4; a++)
     for (uint b = 0; b < 4; b++) acc[a][b] = 0.0;
 
-  for (uint j0 = 0; j0 < p.t; j0 += KSTEP) {
+  for (uint j0 = 0; j0 < len; j0 += KSTEP) {
     // 64 queries × 16 keys of p and 16 keys × 64 columns of v: four each.
     for (uint e = tid; e < T * KSTEP; e += WG) {
       uint r = e / KSTEP, jj = e % KSTEP, i = i0 + r, j = j0 + jj;
-      ps[jj][r] = i < p.t && j < p.t ? pw[(h * p.t + i) * p.t + j] : 0.0;
+      ps[jj][r] = i < p.t && j < len ? pw[(z * p.t + i) * p.t + j] : 0.0;
       uint vj = j0 + e / T, c = c0 + e % T;
-      vs[e / T][e % T] = vj < p.t && c < p.head_dim ? v[p.v_off + vj * p.v_stride + col + c] : 0.0;
+      vs[e / T][e % T] =
+          vj < len && c < p.head_dim ? v[p.v_off + (rb + vj) * p.v_stride + col + c] : 0.0;
     }
     barrier();
     for (uint jj = 0; jj < KSTEP; jj++) {
@@ -57,7 +66,7 @@ void main() {
     if (i >= p.t) continue;
     for (uint b = 0; b < 4; b++) {
       uint c = c0 + tx + 16 * b;
-      if (c < p.head_dim) o[p.o_off + i * p.o_stride + col + c] = acc[a][b];
+      if (c < p.head_dim) o[p.o_off + (rb + i) * p.o_stride + col + c] = acc[a][b];
     }
   }
 }

@@ -11,6 +11,10 @@
 // bias [ch] f32 (binding 2)
 // g, b [ch] f32 (bindings 3, 4): LayerNorm weight and bias, or the folded BatchNorm
 // y    f32 (binding 5): row i at y_off + i·y_stride, ch values; must not overlap h
+// BATCH = 1: the t rows are clips of seg rows each, clip n holding lens[n] ≤ seg
+// rows of its own (binding 6, uint32) and padding after: the conv reads only
+// the row's own clip's rows, padding as 0 (transformers zeroes padded frames
+// before the depthwise conv); padded rows get values too (finite, unused).
 // One workgroup of 256 per row (rows folded to ≤ 65535 workgroups). With the
 // LayerNorm, v goes to y first and each invocation reads back only what it
 // wrote; statistics as norm.comp's (mean, then mean of (v − mean)², f32 tree).
@@ -26,6 +30,8 @@ layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) readonly buffer G { float g[]; };
 layout(std430, binding = 4) readonly buffer B { float b[]; };
 layout(std430, binding = 5) buffer Y { float y[]; };
+layout(std430, binding = 6) readonly buffer Lens { uint lens[]; };
+layout(constant_id = 0) const uint BATCH = 0;
 
 const uint LAYER_NORM = 0, AFFINE = 1; // gpu_conv_norm
 
@@ -34,6 +40,7 @@ layout(push_constant) uniform Push {
   float eps;
   uint h_off, h_stride, y_off, y_stride;
   uint left; // taps before the row: kernel/2 (centred) or kernel − 1 (causal)
+  uint seg;  // BATCH = 1: rows per clip
 } p;
 
 shared float red[WG];
@@ -53,11 +60,16 @@ float wg_sum(float v) {
 
 // The depthwise conv of the GLU output at row i, channel c, plus its bias.
 float conv(uint i, uint c) {
-  int first = int(i) - int(p.left);
+  int first = int(i) - int(p.left), lo = 0, hi = int(p.t);
+  if (BATCH == 1) {
+    uint clip = i / p.seg;
+    lo = int(clip * p.seg);
+    hi = lo + int(lens[clip]);
+  }
   float acc = 0.0;
   for (uint k = 0; k < p.kernel; k++) {
     int s = first + int(k);
-    if (s < 0 || s >= int(p.t)) continue;
+    if (s < lo || s >= hi) continue;
     uint at = p.h_off + uint(s) * p.h_stride + c;
     acc += w[c * p.kernel + k] * (h[at] / (1.0 + exp(-h[at + p.ch])));
   }

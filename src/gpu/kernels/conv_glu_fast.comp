@@ -18,6 +18,8 @@ layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) readonly buffer G { float g[]; };
 layout(std430, binding = 4) readonly buffer B { float b[]; };
 layout(std430, binding = 5) buffer Y { float y[]; };
+layout(std430, binding = 6) readonly buffer Lens { uint lens[]; };
+layout(constant_id = 0) const uint BATCH = 0;
 
 const uint LAYER_NORM = 0, AFFINE = 1; // gpu_conv_norm
 
@@ -26,15 +28,21 @@ layout(push_constant) uniform Push {
   float eps;
   uint h_off, h_stride, y_off, y_stride;
   uint left; // taps before the row: kernel/2 (centred) or kernel − 1 (causal)
+  uint seg;  // BATCH = 1: rows per clip
 } p;
 
 // The depthwise conv of the GLU output at row i, channel c, plus its bias.
 float conv(uint i, uint c) {
-  int first = int(i) - int(p.left);
+  int first = int(i) - int(p.left), lo = 0, hi = int(p.t);
+  if (BATCH == 1) {
+    uint clip = i / p.seg;
+    lo = int(clip * p.seg);
+    hi = lo + int(lens[clip]);
+  }
   float acc = 0.0;
   for (uint k = 0; k < p.kernel; k++) {
     int s = first + int(k);
-    if (s < 0 || s >= int(p.t)) continue;
+    if (s < lo || s >= hi) continue;
     uint at = p.h_off + uint(s) * p.h_stride + c;
     acc += w[c * p.kernel + k] * (h[at] / (1.0 + exp(-h[at + p.ch])));
   }

@@ -25,11 +25,19 @@
 // index 2o − 2 + k for output o, and a side of n becomes ⌊n/2⌋ + 1. The rows
 // x and y hold start at 2·t0 − 2 instead of 2·t0 − 1.
 //
+// BATCH = 1 (non-causal only; t0 = 0): gl_WorkGroupID.z picks one of several
+// clips' images laid side by side: clip n's input at x[n·x_clip ..], its
+// output at y[n·y_clip ..], each as one image above with p.t rows of room and
+// lens[n] (binding 6) rows of image (FIRST = 1: mel frames); rows past a
+// clip's own output length are written as 0, as transformers' masked
+// subsampling zeroes each conv's output past the running length.
+//
 // One invocation per output value; workgroups of 64 along j·ch + c, one
 // output row per workgroup y (more rows in a loop). All in f32.
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint FIRST = 0;
 layout(constant_id = 1) const uint CAUSAL = 0;
+layout(constant_id = 2) const uint BATCH = 0;
 const int PAD = CAUSAL == 1 ? 2 : 1; // padding before each conv's input
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -38,18 +46,24 @@ layout(std430, binding = 2) readonly buffer B { float b[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, binding = 4) readonly buffer W0 { float w0[]; };
 layout(std430, binding = 5) readonly buffer B0 { float b0[]; };
+layout(std430, binding = 6) readonly buffer Lens { uint lens[]; };
 
 layout(push_constant) uniform Push {
   uint t, f, ch;   // the input image (FIRST: the mel image, t × f, one channel)
   uint x_stride;   // FIRST = 0 only
   uint t0, rows;
+  uint x_clip, y_clip; // BATCH = 1: floats from one clip's x (y) to the next
 } p;
+
+// The image rows of this workgroup's clip and where its x starts (set in main).
+uint T;
+uint XB;
 
 uint halve(uint n) { return CAUSAL == 1 ? n / 2 + 1 : (n + 1) / 2; }
 
 // Output (r, j, c) of the plain depthwise conv.
 float depthwise(int r, int j, uint c) {
-  int t = int(p.t), f = int(p.f), first = 2 * int(p.t0) - PAD;
+  int t = int(T), f = int(p.f), first = 2 * int(p.t0) - PAD;
   float acc = b[c];
   for (int dt = 0; dt < 3; dt++) {
     int ti = 2 * r - PAD + dt;
@@ -58,7 +72,7 @@ float depthwise(int r, int j, uint c) {
     for (int df = 0; df < 3; df++) {
       int fi = 2 * j - PAD + df;
       if (fi < 0 || fi >= f) continue;
-      acc += w[(3 * dt + df) * p.ch + c] * x[(row + uint(fi)) * p.x_stride + c];
+      acc += w[(3 * dt + df) * p.ch + c] * x[XB + (row + uint(fi)) * p.x_stride + c];
     }
   }
   return acc;
@@ -66,14 +80,14 @@ float depthwise(int r, int j, uint c) {
 
 // Output (r, j, c) of the depthwise conv over ReLU(conv0(mel)).
 float first_depthwise(int r, int j, uint c) {
-  int t = int(p.t), f = int(p.f);
-  int t1 = int(halve(p.t)), f1 = int(halve(p.f));
+  int t = int(T), f = int(p.f);
+  int t1 = int(halve(T)), f1 = int(halve(p.f));
   // mel rows 4r−3·PAD.. and columns 4j−3·PAD.. (zero outside): all that 9 conv0 outputs see.
   float m[7][7];
   for (int a = 0; a < 7; a++)
     for (int e = 0; e < 7; e++) {
       int ti = 4 * r - 3 * PAD + a, fi = 4 * j - 3 * PAD + e;
-      m[a][e] = ti >= 0 && ti < t && fi >= 0 && fi < f ? x[ti * f + fi] : 0.0;
+      m[a][e] = ti >= 0 && ti < t && fi >= 0 && fi < f ? x[XB + ti * f + fi] : 0.0;
     }
   float w0c[9];
   for (int k = 0; k < 9; k++) w0c[k] = w0[k * p.ch + c];
@@ -98,15 +112,19 @@ void main() {
   uint e = gl_GlobalInvocationID.x;
   if (e >= fo * p.ch) return;
   int j = int(e / p.ch);
-  uint c = e % p.ch;
+  uint c = e % p.ch, clip = BATCH == 1 ? gl_WorkGroupID.z : 0;
+  T = BATCH == 1 ? lens[clip] : p.t;
+  XB = clip * p.x_clip;
+  uint yb = clip * p.y_clip;
   for (uint i = gl_WorkGroupID.y; i < p.rows; i += gl_NumWorkGroups.y) {
     if (FIRST == 1) {
       int r = 2 * int(p.t0) - PAD + int(i);
-      bool inside = r >= 0 && r < int(halve(halve(p.t)));
-      y[i * fo * p.ch + e] = inside ? first_depthwise(r, j, c) : 0.0;
+      bool inside = r >= 0 && r < int(halve(halve(T)));
+      y[yb + i * fo * p.ch + e] = inside ? first_depthwise(r, j, c) : 0.0;
     } else {
       uint r = p.t0 + i;
-      y[r * fo * p.ch + e] = depthwise(int(r), j, c);
+      bool inside = BATCH == 0 || r < halve(T);
+      y[yb + r * fo * p.ch + e] = inside ? depthwise(int(r), j, c) : 0.0;
     }
   }
 }
