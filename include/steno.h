@@ -247,6 +247,47 @@ STENO_API int steno_transcribe_batch(steno_session *s, const float *const *pcm, 
 STENO_API int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
                                        const steno_transcribe_params *params, steno_result **out);
 
+/* ---- streaming ---- */
+
+/* A transcription of audio that arrives over time (a microphone, a pipe): fed
+ * in pieces of any size, its text firms up as it goes. Models with cache-aware
+ * streaming (Nemotron ASR Streaming) decode each chunk once, exactly as their
+ * reference streams: all their text is firm, and the final result is the
+ * streaming one. Every other model re-transcribes the recent audio after
+ * each update_seconds of new audio: words that end before the last
+ * tentative_seconds and came out the same twice in a row become firm; the
+ * stream keeps the audio and its final result is one transcription of all of
+ * it, exactly what steno_transcribe gives (the firm text may differ from it
+ * where a window's edge cut a word). */
+typedef struct steno_stream steno_stream;
+
+typedef struct {
+  const char *language;     /* as steno_transcribe_params (Whisper, Nemotron 3.5's prompt) */
+  steno_abort_fn abort;     /* NULL: none; polled during each update */
+  void *abort_user;
+  /* Models without cache-aware streaming: */
+  double window_seconds;    /* the most audio re-transcribed per update (5 to 3600; default 30) */
+  double update_seconds;    /* new audio between updates (default 1) */
+  double tentative_seconds; /* the newest audio whose words stay tentative (default 2) */
+} steno_stream_params;
+
+STENO_API steno_stream_params steno_stream_default_params(void);
+
+/* Opens a stream on m with its own session (params NULL: the defaults); m must
+ * outlive it. */
+STENO_API int steno_stream_open(steno_model *m, const steno_stream_params *params,
+                                steno_stream **out);
+/* Feeds n samples of 16 kHz mono float PCM; the work they complete runs now. */
+STENO_API int steno_stream_feed(steno_stream *s, const float *pcm, size_t n);
+/* The text so far: firm (only ever grows) and tentative (may still change).
+ * Both stay valid until the next call on s. */
+STENO_API int steno_stream_text(steno_stream *s, const char **firm, const char **tentative);
+/* Ends the audio: the final result (free with steno_result_free). */
+STENO_API int steno_stream_finish(steno_stream *s, steno_result **out);
+/* Non-zero when the model streams natively (cache-aware). */
+STENO_API int steno_stream_native(const steno_stream *s);
+STENO_API void steno_stream_free(steno_stream *s);
+
 /* ---- audio ---- */
 
 /* An audio or video file read as 16 kHz mono float PCM through FFmpeg: wav,

@@ -37,6 +37,23 @@ static int gigaam_transcribe_any(void *s, const float *pcm, size_t n,
   return gigaam_transcribe(s, pcm, n, &stop, out);
 }
 
+/* Cache-aware streaming (Nemotron ASR Streaming; UNSUPPORTED for other Parakeet files). */
+static int parakeet_stream_begin_any(void *s, const steno_stream_params *p) {
+  transducer_abort stop = {p->abort, p->abort_user};
+  ((parakeet_session *)s)->language = p->language;
+  return parakeet_stream_begin(s, &stop);
+}
+static int parakeet_stream_feed_any(void *s, const float *pcm, size_t n) {
+  return parakeet_stream_feed(s, pcm, n);
+}
+static int parakeet_stream_result_any(void *s, steno_result **out) {
+  return parakeet_stream_result(s, out);
+}
+static int parakeet_stream_finish_any(void *s, steno_result **out) {
+  return parakeet_stream_finish(s, out);
+}
+static void parakeet_stream_end_any(void *s) { parakeet_stream_end(s); }
+
 static int whisper_load_any(gpu_device *dev, const gguf_file *f, void **m) {
   return whisper_load(dev, f, (whisper **)m);
 }
@@ -77,7 +94,10 @@ static int ntx_transcribe_any(void *s, const float *pcm, size_t n, const steno_t
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
-     parakeet_session_free_any, parakeet_transcribe_any, 0},
+     parakeet_session_free_any, parakeet_transcribe_any, 0,
+     .stream_begin = parakeet_stream_begin_any, .stream_feed = parakeet_stream_feed_any,
+     .stream_result = parakeet_stream_result_any, .stream_finish = parakeet_stream_finish_any,
+     .stream_end = parakeet_stream_end_any},
     /* Full attention too; GigaAM was trained on utterances of up to about 25 s
      * (transcribe.cpp warns past that), so pieces are split there. */
     {"gigaam", gigaam_load_any, gigaam_free_any, gigaam_session_new_any,

@@ -21,6 +21,15 @@ typedef struct {
   int (*transcribe)(void *session, const float *pcm, size_t n, const steno_transcribe_params *p,
                     steno_result **out);
   double window; /* longest piece the model takes in one call, seconds (0: any) */
+  /* Native streaming (cache-aware models; src/api/stream.c), or NULL: the API
+   * re-runs transcribe over a sliding window instead. stream_begin answers
+   * STENO_ERR_UNSUPPORTED for a model of the family that cannot stream (the
+   * window loop then); the stream's state lives in the session. */
+  int (*stream_begin)(void *session, const steno_stream_params *p);
+  int (*stream_feed)(void *session, const float *pcm, size_t n);
+  int (*stream_result)(void *session, steno_result **out); /* the text so far (all firm) */
+  int (*stream_finish)(void *session, steno_result **out);
+  void (*stream_end)(void *session);
 } family;
 
 /* The family of an architecture, or NULL. */

@@ -14,11 +14,13 @@
 #include "hub.h"
 #include "params.h"
 #include "output.h"
+#include "stream.h"
 #include "steno.h"
 
 const char run_usage[] =
     "usage: steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
     "                 [--language CODE] [--translate] [--prompt TEXT]\n"
+    "       steno run [MODEL] --stream FILE|-\n"
     "  MODEL          a .gguf file (or whisper.cpp's .bin), or a name pulled with steno pull\n"
     "                 (parakeet-v3, ...); left out: $STENO_MODEL, else the bundled\n"
     "                 " DEFAULT_MODEL_FILE ", a tiny English model trained on synthetic\n"
@@ -40,6 +42,14 @@ const char run_usage[] =
     "  --translate    Whisper: translate into English\n"
     "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style);\n"
     "                 these three with another family's model are an error (exit 2)\n"
+    "  --stream       transcribe as the audio arrives (one FILE, text only): the text is\n"
+    "                 printed as it firms up, the tentative rest on a terminal's stderr,\n"
+    "                 and at the end a newline and the final transcript on its own line.\n"
+    "                 '-' reads standard input as it comes: a WAV stream (16-bit PCM,\n"
+    "                 16 kHz) or else raw s16le mono 16 kHz, e.g.\n"
+    "                   arecord -f S16_LE -r 16000 -c 1 -t raw | steno run --stream -\n"
+    "                 Cache-aware models (Nemotron ASR Streaming) decode each chunk once;\n"
+    "                 others re-transcribe the last seconds every second\n"
     "  -h, --help     this help\n"
     "Several FILEs to standard output: text gets a '==> FILE <==' line before each, JSON is\n"
     "an array of one object per FILE; subtitles need -o. A FILE that fails is reported and\n"
@@ -51,7 +61,7 @@ typedef struct {
   const char *model, *output;
   char **files;
   int nfiles;
-  bool quiet;
+  bool quiet, stream;
   steno_transcribe_params tp; /* --language, --translate, --prompt */
   char **paths; /* per file, with -o: where its transcript goes */
 } run_opts;
@@ -79,6 +89,7 @@ static int parse(int argc, char **argv, run_opts *o) {
       o->format = f;
     }
     else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = true;
+    else if (!strcmp(a, "--stream")) o->stream = true;
     else if (!strcmp(a, "--translate")) o->tp.translate = 1;
     else if (!strcmp(a, "--language") || !strcmp(a, "--prompt")) {
       if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a value", a);
@@ -100,6 +111,8 @@ static int parse(int argc, char **argv, run_opts *o) {
   if (!o->model || !o->nfiles) return usage_error("%s", "a model and at least one file, please");
   for (int i = 0, stdin_uses = 0; i < o->nfiles; i++)
     if (!strcmp(o->files[i], "-") && ++stdin_uses > 1) return usage_error("%s", "- (standard input) given twice");
+  if (o->stream && (o->nfiles > 1 || o->format != OUT_TEXT || o->output))
+    return usage_error("%s", "--stream takes one FILE and prints text to standard output");
   if (o->nfiles > 1 && !o->output && (o->format == OUT_SRT || o->format == OUT_VTT))
     return usage_error("%s", "several subtitle files cannot share standard output: use -o DIR");
   return 0;
@@ -145,6 +158,11 @@ static void on_signal(int sig) { interrupted = sig; }
 static int should_abort(void *user) {
   (void)user;
   return interrupted != 0;
+}
+
+static int abort_status(void) {
+  fprintf(stderr, "steno run: interrupted\n");
+  return 128 + interrupted;
 }
 
 /* A first Ctrl-C stops the work within a second (the library polls should_abort
@@ -297,7 +315,9 @@ static int load_and_run(run_opts *o) {
   }
   double load_ms = (now() - t0) * 1e3;
   int st = whisper_options(o, steno_model_architecture(m));
-  if (!st) st = run_files(m, o, load_ms);
+  if (!st && o->stream)
+    st = stream_run(m, o->files[0], o->tp.language, o->quiet, should_abort, abort_status);
+  else if (!st) st = run_files(m, o, load_ms);
   steno_model_free(m);
   return st;
 }
