@@ -191,38 +191,80 @@ static void advance(bool blank, int dur, int cap, int *step, int *symbols) {
   if (move) *step += move, *symbols = 0;
 }
 
-int transducer_greedy(const transducer *m, const float *enc, int t, int stride,
-                      const transducer_abort *stop, dec_tokens *out) {
+/* A search that goes on over frames fed in turn (cache-aware streaming): the
+ * predictor's state, the frame it stands on (absolute; a TDT duration may
+ * carry it past the frames fed so far) and the symbols kept there. */
+struct transducer_stream {
+  const transducer *m;
+  pred_state s;
+  float *mem;
+  int step, symbols;
+  int64_t fed; /* frames fed so far */
+};
+
+int transducer_stream_new(const transducer *m, transducer_stream **out) {
+  *out = NULL;
   if (m->layers < 1 || m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
     return err_set(STENO_ERR_INVALID, "transducer with %d layers, %d classes", m->layers, m->vocab);
   if (m->max_symbols < 1 || m->max_symbols > TRANSDUCER_MAX_SYMBOLS)
     return err_set(STENO_ERR_INVALID, "transducer with %d symbols per frame (1 to %d)", m->max_symbols,
                    TRANSDUCER_MAX_SYMBOLS);
-  pred_state s;
-  float *mem;
-  TRY(state_new(m, &s, &mem));
+  transducer_stream *ts = mem_alloc(1, sizeof *ts);
+  if (!ts) return STENO_ERR_NOMEM;
+  ts->m = m;
+  int st = state_new(m, &ts->s, &ts->mem);
+  if (st) {
+    free(ts);
+    return st;
+  }
+  /* The start token is blank, whose embedding row is zero in published models. */
+  predict(m, &ts->s, m->vocab - 1);
+  *out = ts;
+  return 0;
+}
+
+void transducer_stream_free(transducer_stream *ts) {
+  if (!ts) return;
+  pool_free(ts->s.threads);
+  free(ts->mem);
+  free(ts);
+}
+
+int transducer_stream_feed(transducer_stream *ts, const float *enc, int t, int stride,
+                           const transducer_abort *stop, dec_tokens *out) {
+  const transducer *m = ts->m;
+  pred_state *s = &ts->s;
+  if (t < 0 || ts->fed + t > INT32_MAX)
+    return err_set(STENO_ERR_INVALID, "transducer: %d frames after %lld", t, (long long)ts->fed);
+  int64_t base = ts->fed, end = base + t;
+  ts->fed = end;
   size_t HL = (size_t)m->hidden * m->layers;
   bool tdt = m->durations != NULL;
-  int blank = m->vocab - 1, st = 0, symbols = 0, step = 0;
+  int blank = m->vocab - 1, st = 0;
   int64_t steps = transducer_max_steps(m->max_symbols, t);
-  /* The start token is blank, whose embedding row is zero in published models. */
-  predict(m, &s, blank);
-  for (int64_t n = 0; step < t && !st && n < steps; n++) {
+  for (int64_t n = 0; ts->step < end && !st && n < steps; n++) {
     if (n % TRANSDUCER_POLL_STEPS == 0 && (st = transducer_check_abort(stop))) break;
-    joint(m, &s, enc + (size_t)step * stride);
-    int tok = dec_argmax(s.logits, m->vocab);
-    int dur = tdt ? m->durations[dec_argmax(s.logits + m->vocab, m->n_durations)] : 1;
+    joint(m, s, enc + (size_t)(ts->step - base) * stride);
+    int tok = dec_argmax(s->logits, m->vocab);
+    int dur = tdt ? m->durations[dec_argmax(s->logits + m->vocab, m->n_durations)] : 1;
     if (tok != blank) {
-      dec_token d = {.id = tok, .frame = step, .frames = dur, .p = confidence(s.logits, m->vocab)};
+      dec_token d = {.id = tok, .frame = ts->step, .frames = dur, .p = confidence(s->logits, m->vocab)};
       st = dec_push(out, d);
       /* Commit the state the token was predicted from, then feed the token. */
-      memcpy(s.h, s.h2, HL * sizeof *s.h);
-      memcpy(s.c, s.c2, HL * sizeof *s.c);
-      predict(m, &s, tok);
+      memcpy(s->h, s->h2, HL * sizeof *s->h);
+      memcpy(s->c, s->c2, HL * sizeof *s->c);
+      predict(m, s, tok);
     }
-    advance(tok == blank, tdt || tok == blank ? dur : 0, m->max_symbols, &step, &symbols);
+    advance(tok == blank, tdt || tok == blank ? dur : 0, m->max_symbols, &ts->step, &ts->symbols);
   }
-  pool_free(s.threads);
-  free(mem);
+  return st;
+}
+
+int transducer_greedy(const transducer *m, const float *enc, int t, int stride,
+                      const transducer_abort *stop, dec_tokens *out) {
+  transducer_stream *ts;
+  TRY(transducer_stream_new(m, &ts));
+  int st = transducer_stream_feed(ts, enc, t, stride, stop, out);
+  transducer_stream_free(ts);
   return st;
 }

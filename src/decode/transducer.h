@@ -63,4 +63,15 @@ int64_t transducer_max_steps(int max_symbols, int64_t t);
 int transducer_greedy(const transducer *m, const float *enc, int t, int stride,
                       const transducer_abort *stop, dec_tokens *out);
 
+/* The same search over frames that arrive in turn (cache-aware streaming):
+ * each feed decodes its t frames of enc as the frames after those fed before
+ * (token frames count from the first feed), the predictor's state and the
+ * frame position carried over; feeding a clip in any cut gives the tokens of
+ * transducer_greedy over all of it. m must outlive the stream. */
+typedef struct transducer_stream transducer_stream;
+int transducer_stream_new(const transducer *m, transducer_stream **out);
+int transducer_stream_feed(transducer_stream *ts, const float *enc, int t, int stride,
+                           const transducer_abort *stop, dec_tokens *out);
+void transducer_stream_free(transducer_stream *ts);
+
 #endif

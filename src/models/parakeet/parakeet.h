@@ -71,6 +71,8 @@ typedef struct {
   text_vocab vocab;
 } parakeet;
 
+typedef struct parakeet_stream parakeet_stream;
+
 /* What one transcription writes: one session per thread. */
 typedef struct {
   const parakeet *m;
@@ -82,7 +84,7 @@ typedef struct {
   gpu_linear prompt_in;
   uint32_t prompt_id; /* the slot whose bias prompt_in holds; UINT32_MAX: none yet */
   const char *language; /* the hint for the next transcription (NULL: auto) */
-  struct parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
+  parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
 } parakeet_session;
 
 /* The prompt slot of a language hint: the dictionary's entry for it, the auto
@@ -138,5 +140,18 @@ int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out);
  * the encoder and during the search (STENO_ERR_ABORTED). */
 int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n, const transducer_abort *stop,
                         steno_result **out);
+
+/* Cache-aware streaming (stream.c; chunked_limited RNN-T models): begin
+ * (STENO_ERR_UNSUPPORTED for a model that does not stream natively; stop may
+ * be NULL), feed pcm in any cut (each complete chunk is encoded and decoded
+ * at once), the tokens so far as a result, finish (the rest, the last chunk
+ * padded with zero mel frames) and end (frees the stream; the session stays). */
+int parakeet_stream_begin(parakeet_session *s, const transducer_abort *stop);
+int parakeet_stream_feed(parakeet_session *s, const float *pcm, size_t n);
+int parakeet_stream_result(parakeet_session *s, steno_result **out);
+int parakeet_stream_finish(parakeet_session *s, steno_result **out);
+void parakeet_stream_end(parakeet_session *s);
+/* The tokens decoded so far, control pieces included (NULL: no stream). */
+const dec_tokens *parakeet_stream_tokens(const parakeet_session *s);
 
 #endif
