@@ -67,7 +67,11 @@ static void prefill(nemotron_h *m, const gguf_file *f, const gguf_file *ref, con
   for (uint32_t i = 0; i < n; i++) memcpy(emb + i * d, table + (size_t)ids[i] * d, d * sizeof *emb);
   int mixed[64];
   for (uint32_t i = 0; i < n; i++) mixed[i] = i % 3 ? ids[i] : -1; /* some rows as embeddings */
-  nemotron_h_reset(s);
+  nemotron_h_reset(s); /* bad rows are refused before anything runs */
+  int bad[2] = {ids[0], (int)V};
+  CHECK(nemotron_h_feed(s, bad, NULL, 2, NULL, false) == STENO_ERR_INVALID, "token %zu ran", V);
+  CHECK(nemotron_h_feed(s, NULL, NULL, 2, NULL, false) == STENO_ERR_INVALID, "no rows ran");
+  CHECK(s->pos == 0, "refused rows moved the position to %u", s->pos);
   float *again = test_floats(n * V);
   CHECK_OK(nemotron_h_feed(s, mixed, emb, n, again, true));
   if (want) check_close("prefill logits, a third of the rows as embeddings", again, want, n * V, TOL);

@@ -72,22 +72,37 @@ static int room(nemotron_h_session *s, uint32_t n, uint32_t logit_rows) {
   return 0;
 }
 
-/* The input rows into x: token embeddings, or the given embeddings (uploaded
- * before recording: row i at i·stride). */
+/* The given embeddings' rows into x in one upload (before recording: row i at
+ * i·stride; the token rows there are written over by the embed dispatches). */
+static int upload_given(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n) {
+  uint32_t d = s->m->d.d, S = s->m->d.stride, last = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < n; i++)
+    if (!ids || ids[i] < 0) any = true, last = i;
+  if (!any) return 0;
+  float *rows = mem_alloc((size_t)(last + 1) * S, sizeof *rows);
+  if (!rows) return STENO_ERR_NOMEM;
+  for (uint32_t i = 0; i <= last; i++)
+    if (!ids || ids[i] < 0) memcpy(rows + (size_t)i * S, embeds + (size_t)i * d, d * sizeof *rows);
+  int st = gpu_upload(s->s.x, 0, rows, (size_t)(last + 1) * S * sizeof *rows);
+  free(rows);
+  return st;
+}
+
+/* The input rows into x: token embeddings, or the given embeddings (row i at
+ * embeds + i·d). */
 static int inputs(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n) {
   const nemotron_h *m = s->m;
-  uint32_t d = m->d.d, S = m->d.stride;
   for (uint32_t i = 0; i < n; i++) {
     bool given = !ids || ids[i] < 0;
     if (given && !embeds)
       return err_set(STENO_ERR_INVALID, "nemotron_h: row %u has no token and no embedding", i);
     if (!given && (uint32_t)ids[i] >= m->vocab)
       return err_set(STENO_ERR_INVALID, "nemotron_h: token %d of %u", ids[i], m->vocab);
-    if (given)
-      TRY(gpu_upload(s->s.x, (size_t)i * S * sizeof(float), embeds + (size_t)i * d,
-                     d * sizeof(float)));
-    else gpu_embed(s->rec, &m->embed, (uint32_t)ids[i], NULL, 0, s->s.x, i * S);
   }
+  TRY(upload_given(s, ids, embeds, n));
+  for (uint32_t i = 0; ids && i < n; i++)
+    if (ids[i] >= 0) gpu_embed(s->rec, &m->embed, (uint32_t)ids[i], NULL, 0, s->s.x, i * m->d.stride);
   return 0;
 }
 
