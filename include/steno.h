@@ -11,7 +11,7 @@
  *   STENO_LOG=error|warn|info|debug  the log level (default warn)
  *   STENO_VALIDATE=1       the Vulkan validation layer; its errors fail the call
  *   STENO_PROFILE=1        each kernel's GPU time, printed when a model is freed
- *   STENO_SPLIT=1          long GPU work in short submissions (driver watchdogs)
+ *   STENO_SPLIT=0/1        GPU work in one submission / in several (default: several on a discrete GPU)
  *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
  *   STENO_DECODER=cpu      transducers search on the CPU instead of the GPU
  *   STENO_BENCH_TOKENS=N   Whisper decodes exactly N tokens a window (benchmarks)
@@ -97,6 +97,7 @@ typedef struct {
   const char *text;  /* without surrounding spaces */
   int64_t start_ms, end_ms;
   float p;           /* the lowest confidence of its tokens */
+  int speaker;       /* with a diarizer: the speaker (from 1) most active over the word; 0: none */
 } steno_word;
 
 /* A stretch of text with its time: a model's segment (Whisper), or a sentence
@@ -105,6 +106,8 @@ typedef struct {
 typedef struct {
   const char *text;
   int64_t start_ms, end_ms;
+  int speaker;       /* with a diarizer: the speaker (from 1) of all its words (segments are
+                        split where the speaker changes); 0: none */
 } steno_segment;
 
 /* A stretch of time in which one speaker speaks, from a diarizer (Sortformer):
@@ -182,7 +185,8 @@ STENO_API steno_model_params steno_model_default_params(void);
  * and which one a model loaded with `params` (NULL: the defaults) would use. */
 STENO_API int steno_devices_print(FILE *out, const steno_model_params *params);
 
-/* Loads a model from a GGUF file (architectures: parakeet, whisper) onto the
+/* Loads a model from a GGUF file (architectures: parakeet, whisper; sortformer is a
+ * diarizer: steno_transcribe with it gives speaker turns and no text) onto the
  * GPU that params choose (NULL: the defaults). */
 STENO_API int steno_model_load(const char *path, const steno_model_params *params, steno_model **out);
 STENO_API void steno_model_free(steno_model *m);
@@ -216,6 +220,15 @@ typedef struct {
    * the audio: the result's segments, as each piece is done; seg lives during the call. */
   void (*segment)(const steno_segment *seg, void *user);
   void *segment_user;
+  /* A diarizer (a model of architecture sortformer) to say who speaks when: the
+   * result gets its speaker turns (steno_result_turn), each word the speaker most
+   * active over its span (a word no turn covers: the one before it), and segments
+   * split where the speaker changes. It runs over the whole audio at once, so
+   * memory grows with the audio (its features: 3 MB a minute; and
+   * steno_transcribe_audio keeps the samples it reads: 3.8 MB a minute), through
+   * the diarizer's own session: a diarizer must not serve two calls at once.
+   * NULL: none. */
+  steno_model *diarizer;
 } steno_transcribe_params;
 
 STENO_API steno_transcribe_params steno_transcribe_default_params(void);

@@ -214,33 +214,35 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
   info->unified = mappable_local && p->deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
 }
 
-int gpu_list(gpu_info **out, int *count) {
+int gpu_list_instance(VkInstance inst, gpu_info **out, int *count) {
   *out = NULL;
   *count = 0;
-  VkInstance inst;
-  TRY(gpu_instance(&inst));
   uint32_t n = 0;
   VkResult r = vkEnumeratePhysicalDevices(inst, &n, NULL);
-  if (r != VK_SUCCESS || n == 0) {
-    vkDestroyInstance(inst, NULL);
+  if (r != VK_SUCCESS || n == 0)
     return r != VK_SUCCESS ? gpu_vk_error(r, "vkEnumeratePhysicalDevices")
                            : err_set(STENO_ERR_GPU, "%s", no_driver);
-  }
   VkPhysicalDevice *pds = mem_alloc(n, sizeof *pds);
   gpu_info *infos = mem_alloc(n, sizeof *infos);
   if (!pds || !infos) {
     free(pds);
     free(infos);
-    vkDestroyInstance(inst, NULL);
     return STENO_ERR_NOMEM;
   }
   vkEnumeratePhysicalDevices(inst, &n, pds);
   for (uint32_t i = 0; i < n; i++) gpu_probe(inst, pds[i], (int)i, &infos[i]);
   free(pds);
-  vkDestroyInstance(inst, NULL);
   *out = infos;
   *count = (int)n;
   return 0;
+}
+
+int gpu_list(gpu_info **out, int *count) {
+  VkInstance inst;
+  TRY(gpu_instance(&inst));
+  int st = gpu_list_instance(inst, out, count);
+  vkDestroyInstance(inst, NULL);
+  return st;
 }
 
 /* params' device by index or by part of its name; else discrete, integrated,

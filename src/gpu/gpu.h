@@ -147,9 +147,12 @@ int gpu_rec_begin(gpu_rec *rec);
 void gpu_dispatch(gpu_rec *rec, gpu_kernel *k, gpu_buffer *const *bufs, int n, const void *push,
                   size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 
-/* Ends a submission here and starts the next (for drivers that cancel long
- * submissions); at most two are in flight. Only where splitting is on
- * (STENO_SPLIT=1, or gpu_rec_split); otherwise a no-op. */
+/* Ends a submission here and starts the next, so the GPU runs what was
+ * recorded while the rest is recorded (and drivers that cancel long
+ * submissions see short ones); at most two are in flight. Call it only where
+ * no host write to a buffer that later dispatches read comes before the run.
+ * Only where splitting is on (a discrete GPU, STENO_SPLIT=1, gpu_rec_split);
+ * otherwise a no-op. */
 int gpu_rec_flush(gpu_rec *rec);
 void gpu_rec_split(gpu_rec *rec, bool on);
 

@@ -53,6 +53,8 @@ struct gpu_device {
   bool brecording;    /* xfer[bhalf] is open */
   bool bpending[2];   /* a half's copies were submitted and not yet waited for */
   struct pool *copiers;
+  size_t bbytes, bcopies;    /* this batch's uploads (for the log) */
+  double bcopy_s, bwait_s;   /* its time copying into staging, waiting for a half */
   gpu_rec *load_rec;  /* gpu_load_work's recorder */
   bool load_open;     /* it holds dispatches not yet run */
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
@@ -79,6 +81,9 @@ struct gpu_device {
   pthread_mutex_t scratch_lock;
   pthread_mutex_t queue_lock;   /* Vulkan wants submissions to one queue serialized */
 };
+
+/* gpu_list on an instance the caller made (gpu_open lists and opens on one). */
+int gpu_list_instance(VkInstance inst, gpu_info **out, int *count);
 
 /* vkQueueSubmit under the queue's lock: recorders of different sessions (threads)
  * and transfers share the device's one queue. */
@@ -118,6 +123,8 @@ void gpu_prof_begin(gpu_prof *g, VkCommandBuffer cb);
 void gpu_prof_mark(gpu_prof *g, VkCommandBuffer cb, const gpu_kernel *k, uint32_t gx,
                    uint32_t gy, uint32_t gz);
 void gpu_prof_collect(gpu_prof *g);
+/* A call's host times: recording it, and from its submission to its fence. */
+void gpu_prof_host(gpu_prof *g, double record_s, double wait_s);
 void gpu_prof_free(gpu_prof *g);
 
 int gpu_vk_error(VkResult r, const char *what);

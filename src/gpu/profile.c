@@ -30,6 +30,8 @@ struct gpu_prof {
   prof_row *rows;
   int nrows;
   long calls;
+  double span_ns;          /* first to last timestamp of each call: kernels and the gaps between */
+  double record_s, wait_s; /* host: recording (begin → submit), submit → fence */
   char title[64];
 };
 
@@ -112,9 +114,18 @@ void gpu_prof_collect(gpu_prof *g) {
   if (!t) return;
   if (vkGetQueryPoolResults(g->dev, g->pool, 0, g->used, g->used * sizeof *t, t, sizeof *t,
                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+  {
     for (uint32_t q = 1; q < g->used; q++)
       if (g->label[q]) add(g, g->label[q], (double)((t[q] - t[q - 1]) & g->mask) * g->period);
+    g->span_ns += (double)((t[g->used - 1] - t[0]) & g->mask) * g->period;
+  }
   free(t);
+}
+
+void gpu_prof_host(gpu_prof *g, double record_s, double wait_s) {
+  if (!g) return;
+  g->record_s += record_s;
+  g->wait_s += wait_s;
 }
 
 static int by_time(const void *a, const void *b) {
@@ -130,6 +141,11 @@ void gpu_prof_free(gpu_prof *g) {
     for (int i = 0; i < g->nrows; i++) all += g->rows[i].ns;
     fprintf(stderr, "steno profile (%s): %ld calls, %.3f ms of kernels per call\n", g->title, g->calls,
             all / 1e6 / (double)g->calls);
+    double c = (double)g->calls;
+    fprintf(stderr,
+            "  per call: GPU span %.3f ms (kernels and the gaps between them), host recording "
+            "%.3f ms, submit to fence %.3f ms\n",
+            g->span_ns / 1e6 / c, g->record_s * 1e3 / c, g->wait_s * 1e3 / c);
     fprintf(stderr, "%10s %6s %8s %10s  %s\n", "ms/call", "%", "n/call", "us each", "kernel grid");
     for (int i = 0; i < g->nrows && i < 60; i++) {
       const prof_row *r = &g->rows[i];
