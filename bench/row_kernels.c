@@ -36,7 +36,7 @@ static void op_softmax(gpu_rec *rec, work *w) {
 }
 
 static void op_conv_glu(gpu_rec *rec, work *w) {
-  gpu_dwconv dw = {w->w, w->b, 9};
+  gpu_dwconv dw = {w->w, w->b, 9, false};
   gpu_norm n = {w->g, w->b, 1e-5f};
   gpu_conv_glu(rec, w->x, 0, 2048, &dw, &n, GPU_CONV_LAYER_NORM, w->y, 0, 1024, w->t / 2, 1024);
 }
