@@ -53,6 +53,7 @@ SR = 16000
 N_SAMPLES = 51300  # 320 valid frames of 321, 328 after padding: the last encoder frame is padding (masked)
 MELS = 16
 HEAD_SCALE = 20.0
+MARGIN = 0.004  # smallest |speaker probability − threshold| accepted
 
 AUDIO = dict(
     asr_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -194,7 +195,7 @@ def references(model, feats, mask) -> dict:
         wts = model.get_word_timestamp_logits(out.asr_last_hidden_state, mask)
     margin = float((probs - tower.config.speaker_activity_threshold).abs().min())
     print(f"speaker probability margin from the threshold: {margin:.4f}; active share {float(act.mean()):.2f}")
-    if margin < 0.004:
+    if margin < MARGIN:
         raise SystemExit("speaker activities too close to the threshold: pick another seed or scale")
     return {"features": feats[0], "features_norm": normalize_per_feature(feats, mask)[0],
             "asr_states": out.asr_last_hidden_state[0], "speaker_logits": out.speaker_logits[0],
@@ -274,10 +275,51 @@ def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> Non
     w.close()
 
 
+def wide() -> None:
+    """Published widths, heads, speakers, mels and offline chunking; one layer each."""
+    global N_SAMPLES, MELS, MARGIN
+    N_SAMPLES, MELS, MARGIN = 2_000_100, 128, 0.0
+    AUDIO.update(
+        asr_config=dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=1, num_attention_heads=10,
+                        num_mel_bins=MELS),
+        diarization_config=dict(
+            audio_config=dict(hidden_size=512, intermediate_size=2048, num_hidden_layers=1, num_attention_heads=8,
+                              num_mel_bins=MELS),
+            head_config=dict(hidden_size=192, num_speakers=8, audio_hidden_size=512),
+            streaming_config=dict(speaker_cache_length=188, num_speakers=8),
+            chunk_length=500, chunk_left_context=50, chunk_right_context=50, fifo_length=40,
+            speaker_cache_update_period=300))
+    WTS.update(hidden_size=1280, intermediate_size=640, num_hidden_layers=1, num_attention_heads=16, vocab_size=64,
+               blank_token_id=63)
+
+
+def long_chunks() -> None:
+    """The published offline chunking (500 ± 50, FIFO 40, update 300, cache 188) on 125 s with
+    160-wide speech and word timestamp towers (heads of 80): attention over 1200 rows."""
+    global MELS, MARGIN
+    MELS, MARGIN = 16, 0.0
+    global N_SAMPLES
+    N_SAMPLES = 2_000_100
+    AUDIO["asr_config"].update(hidden_size=160, num_attention_heads=2)
+    AUDIO["diarization_config"].update(chunk_length=500, chunk_left_context=50, chunk_right_context=50,
+                                       fifo_length=40, speaker_cache_update_period=300)
+    AUDIO["diarization_config"]["streaming_config"] = dict(speaker_cache_length=188, num_speakers=4)
+    WTS.update(hidden_size=160, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
+    ap.add_argument("--wide", action="store_true",
+                    help="the published audio widths and chunking (one layer per tower) on 125 s: a local "
+                         "check of steno's shapes (about 200 MB, not a fixture)")
+    ap.add_argument("--long", action="store_true",
+                    help="the published chunking on 125 s with small towers: a local check (not a fixture)")
     a = ap.parse_args()
+    if a.wide:
+        wide()
+    if a.long:
+        long_chunks()
     pcm = clip()
     model = build_model()
     fe, feats, mask = features(pcm)
