@@ -8,10 +8,20 @@
 #include "gpu/gpu.h"
 #include "gpu/linear.h"
 
+/* Device memory shared by the buffers made while a model loads (a few
+ * allocations instead of one per tensor); freed with its last buffer. */
+typedef struct gpu_block {
+  VkDeviceMemory mem;
+  VkDeviceSize size, used;
+  uint32_t type; /* memory type index */
+  int refs;      /* buffers in it, plus one while it is the one being filled */
+} gpu_block;
+
 struct gpu_buffer {
   gpu_device *dev;
   VkBuffer buf;
-  VkDeviceMemory mem;
+  VkDeviceMemory mem; /* its own memory, or VK_NULL_HANDLE in a block */
+  gpu_block *block;
   size_t size;
   void *map; /* persistently mapped host-visible memory, or NULL */
 };
@@ -53,6 +63,8 @@ struct gpu_device {
   bool brecording;    /* xfer[bhalf] is open */
   bool bpending[2];   /* a half's copies were submitted and not yet waited for */
   struct pool *copiers;
+  gpu_block *bblock;         /* the block buffers made during the batch go into */
+  size_t bblocks, bbuffers;  /* blocks made, buffers put in them (for the log) */
   size_t bbytes, bcopies;    /* this batch's uploads (for the log) */
   double bcopy_s, bwait_s;   /* its time copying into staging, waiting for a half */
   gpu_rec *load_rec;  /* gpu_load_work's recorder */

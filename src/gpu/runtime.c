@@ -24,6 +24,48 @@ static int memory_type(const gpu_device *d, uint32_t bits, VkMemoryPropertyFlags
   return err_set(STENO_ERR_GPU, "the device has no memory type with flags 0x%x", (unsigned)want);
 }
 
+/* Blocks for the buffers made while loading: 64 MiB, buffers up to 16 MiB. */
+#define BLOCK_BYTES ((VkDeviceSize)64 << 20)
+
+static void block_release(gpu_device *d, gpu_block *k) {
+  if (k && --k->refs == 0) {
+    vkFreeMemory(d->dev, k->mem, NULL);
+    free(k);
+  }
+}
+
+/* Binds b into the block being filled (a new one if it is full or of another
+ * memory type), with the device lock held: 1 placed, 0 not (allocate it on
+ * its own), −1 an error (set). */
+static int block_put(gpu_device *d, gpu_buffer *b, const VkMemoryRequirements *req, uint32_t type) {
+  gpu_block *k = d->bblock;
+  VkDeviceSize align = req->alignment ? req->alignment : 1;
+  VkDeviceSize at = k ? (k->used + align - 1) / align * align : 0;
+  if (!k || k->type != type || at + req->size > k->size) {
+    gpu_block *nk = mem_alloc(1, sizeof *nk);
+    if (!nk) return 0;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = BLOCK_BYTES,
+                               .memoryTypeIndex = type};
+    if (vkAllocateMemory(d->dev, &ai, NULL, &nk->mem) != VK_SUCCESS) {
+      free(nk);
+      return 0; /* a dedicated allocation may still fit */
+    }
+    nk->size = BLOCK_BYTES, nk->type = type, nk->refs = 1;
+    block_release(d, k);
+    d->bblock = k = nk;
+    d->bblocks++;
+    at = 0;
+  }
+  VkResult r = vkBindBufferMemory(d->dev, b->buf, k->mem, at);
+  if (r != VK_SUCCESS) return gpu_vk_error(r, "vkBindBufferMemory"), -1;
+  k->used = at + req->size;
+  k->refs++;
+  b->block = k;
+  d->bbuffers++;
+  return 1;
+}
+
 static int buffer_make(gpu_device *d, size_t bytes, VkMemoryPropertyFlags flags, gpu_buffer **out) {
   *out = NULL;
   if (bytes < 4) bytes = 4;
@@ -51,6 +93,13 @@ static int buffer_make(gpu_device *d, size_t bytes, VkMemoryPropertyFlags flags,
   vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
   uint32_t type = 0;
   int st = memory_type(d, req.memoryTypeBits, flags, &type);
+  if (!st && flags == VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT && d->batch && req.size <= BLOCK_BYTES / 4) {
+    pthread_mutex_lock(&d->lock);
+    int in = block_put(d, b, &req, type);
+    pthread_mutex_unlock(&d->lock);
+    if (in < 0) st = STENO_ERR_GPU;
+    if (in > 0) goto placed;
+  }
   if (!st) {
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
@@ -60,6 +109,7 @@ static int buffer_make(gpu_device *d, size_t bytes, VkMemoryPropertyFlags flags,
   }
   if (!st && (r = vkBindBufferMemory(d->dev, b->buf, b->mem, 0)) != VK_SUCCESS)
     st = gpu_vk_error(r, "vkBindBufferMemory");
+placed:
   if (!st && (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
       (r = vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)) != VK_SUCCESS)
     st = gpu_vk_error(r, "vkMapMemory");
@@ -97,8 +147,9 @@ void gpu_buffer_free(gpu_buffer *b) {
   if (d->batch) gpu_upload_settle(d); /* no queued copy may land in freed memory */
   if (b->map) vkUnmapMemory(d->dev, b->mem);
   vkDestroyBuffer(d->dev, b->buf, NULL);
-  vkFreeMemory(d->dev, b->mem, NULL);
+  if (b->mem) vkFreeMemory(d->dev, b->mem, NULL);
   pthread_mutex_lock(&d->lock);
+  block_release(d, b->block);
   d->used -= b->size;
   pthread_mutex_unlock(&d->lock);
   free(b);
@@ -284,7 +335,7 @@ int gpu_upload_batch(gpu_device *d, bool on) {
   if (on && !d->batch && d->staging) {
     d->batch = true;
     d->bfill = 0;
-    d->bbytes = d->bcopies = 0;
+    d->bbytes = d->bcopies = d->bblocks = d->bbuffers = 0;
     d->bcopy_s = d->bwait_s = 0;
     if (pool_new(pool_default_workers() < 7 ? pool_default_workers() : 7, &d->copiers))
       d->copiers = NULL; /* one thread copies */
@@ -293,9 +344,12 @@ int gpu_upload_batch(gpu_device *d, bool on) {
     st = batch_drain(d);
     d->bwait_s += time_now() - t0;
     d->batch = false;
+    block_release(d, d->bblock);
+    d->bblock = NULL;
     log_info("uploads: %.1f MiB in %zu copies, %.1f ms copying into staging (%d threads), %.1f ms "
-             "waiting for the GPU", (double)d->bbytes / 1048576.0, d->bcopies, d->bcopy_s * 1e3,
-             d->copiers ? pool_threads(d->copiers) : 1, d->bwait_s * 1e3);
+             "waiting for the GPU; %zu buffers in %zu blocks of device memory",
+             (double)d->bbytes / 1048576.0, d->bcopies, d->bcopy_s * 1e3,
+             d->copiers ? pool_threads(d->copiers) : 1, d->bwait_s * 1e3, d->bbuffers, d->bblocks);
     pool_free(d->copiers);
     d->copiers = NULL;
   }
