@@ -126,6 +126,42 @@ def bench_transformers(ckpt: Path, seconds: float, runs: int, compile_: bool) ->
     return out
 
 
+def count_tokens(steno: Path, model: Path, clip: Path) -> int:
+    r = subprocess.run([str(steno), "run", "--json", str(model), str(clip)], capture_output=True,
+                       text=True, check=True)
+    return len(json.loads(r.stdout)["tokens"])
+
+
+def speech_rate_model(steno: Path, model: Path, clip: Path, want: int) -> tuple[Path, float, int]:
+    """A copy of the random model whose blank logit is raised until steno's greedy
+    search emits about `want` tokens on the clip (real speech: ~3 a second; the
+    random joint emits on almost every frame). Only joint.out.bias changes, in
+    place in the copy; returns the file, the offset added and the tokens."""
+    import shutil
+    from gguf import GGUFReader
+    out = model.with_name(model.stem + f"-speech{want}.gguf")
+    shutil.copyfile(model, out)
+    r = GGUFReader(out, "r+")
+    extra = int(r.fields["stt.parakeet.joint.num_extra_outputs"].parts[-1][0])
+    bias = next(t for t in r.tensors if t.name == "joint.out.bias").data
+    blank = bias.shape[0] - extra - 1
+    base = float(bias[blank])
+    lo, hi, best = 0.0, 64.0, None
+    for _ in range(14):   # bisect the offset on the token count (falls as the offset grows)
+        mid = (lo + hi) / 2
+        bias[blank] = base + mid
+        r.data.flush()
+        n = count_tokens(steno, out, clip)
+        if best is None or abs(n - want) < abs(best[1] - want):
+            best = (mid, n)
+        if n == want:
+            break
+        lo, hi = (mid, hi) if n > want else (lo, mid)
+    bias[blank] = base + best[0]
+    r.data.flush()
+    return out, best[0], count_tokens(steno, out, clip)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steno", type=Path, required=True)
@@ -136,11 +172,20 @@ def main() -> int:
                    help="also time the encoder under torch.compile(mode='reduce-overhead')")
     p.add_argument("--long-runs", type=int, default=None,
                    help="steno runs on the 10-minute clip (default runs/4, at least 2; 0 skips it)")
+    p.add_argument("--speech-rate", type=int, default=0, metavar="TOKENS",
+                   help="also a copy of the model biased to emit about TOKENS tokens on the clip, timed by steno")
     a = p.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     model = make_model(a.work)
     print(json.dumps(dict(what="model", path=str(model), seconds=round(time.time() - t0, 1))), flush=True)
+    if a.speech_rate:
+        biased, offset, n = speech_rate_model(a.steno, model, a.clip, a.speech_rate)
+        r = subprocess.run([str(a.steno), "bench", str(biased), str(a.clip), "-n", str(a.runs)],
+                           capture_output=True, text=True)
+        print(json.dumps(dict(what=f"steno bench {a.clip.name}, speech-rate model ({n} tokens, "
+                                   f"blank logit +{offset:.3f})", path=str(biased), rc=r.returncode,
+                              out=r.stdout, err=r.stderr[-2000:])), flush=True)
     pcm = read_wav(a.clip)
     seconds = len(pcm) / 16000
     long = a.work / "clip600.wav"
