@@ -56,6 +56,20 @@ CONFIG = dict(
     routed_scaling_factor=2.5, layer_norm_epsilon=1e-5, tie_word_embeddings=False,
     pad_token_id=0, bos_token_id=1, eos_token_id=2,
 )
+# --wide (not committed, an ad-hoc check): Nemotron 3.5 Transcribe's per-head sizes (Mamba-2
+# heads of 64 with 8 groups of 128 states, attention heads of 128 over 2 key/value heads,
+# top-6 routing over one group) in a narrow, shallow model, over a prompt of 150 tokens
+# (two chunks of 128 of the reference's scan). Its files are written under the tiny's names
+# into --out, so the test runs on them with STENO_SOURCE_DIR pointing above that folder.
+WIDE = dict(CONFIG, hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=128,
+            mamba_num_heads=4, mamba_head_dim=64, ssm_state_size=128, n_groups=2, chunk_size=128,
+            n_routed_experts=16, num_experts_per_tok=6, n_group=1,
+            topk_group=1, moe_intermediate_size=64, moe_shared_expert_intermediate_size=96,
+            intermediate_size=128,
+            layers_block_type=["linear_attention", "moe", "full_attention", "linear_attention",
+                               "mlp", "moe"])
+WIDE_PROMPT = 150
+
 # Config fields written as keys (nemotron_h.<name>, the names of the decoder's keys in
 # docs/nemotron-transcribe-gguf.md §7, whose prefix there is nemotron3_5_transcribe.lm.).
 U32_KEYS = ["vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -81,13 +95,13 @@ def gguf_name(hf: str) -> str:
     return name
 
 
-def build(seed: int) -> NemotronHForCausalLM:
+def build(seed: int, config: dict = CONFIG) -> NemotronHForCausalLM:
     """The model with every parameter drawn again from one generator: linear weights
     N(0, 1/fan_in) so that activations keep their scale through the blocks, norms
     1 + N(0, 0.1²), A_log log U(1, 8), D 1 + N(0, 0.3²), dt_bias the inverse softplus
     of U(0.005, 0.2) (some dt fall under time_step_min: the prefill clamp binds), the
     router's correction bias N(0, 0.1²), embeddings N(0, 1)."""
-    cfg = NemotronHConfig(**CONFIG)
+    cfg = NemotronHConfig(**config)
     torch.manual_seed(seed)
     m = NemotronHForCausalLM(cfg).eval().float()
     g = torch.Generator().manual_seed(seed)
@@ -198,9 +212,11 @@ def write_ref(r: dict, ids: torch.Tensor, path: Path, seed: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures")
+    ap.add_argument("--wide", action="store_true", help="the wide check's files (see WIDE)")
     a = ap.parse_args()
-    m = build(SEED)
-    ids = torch.randint(3, CONFIG["vocab_size"], (1, PROMPT_LEN), generator=torch.Generator().manual_seed(SEED + 1))
+    config, length = (WIDE, WIDE_PROMPT) if a.wide else (CONFIG, PROMPT_LEN)
+    m = build(SEED, config)
+    ids = torch.randint(3, config["vocab_size"], (1, length), generator=torch.Generator().manual_seed(SEED + 1))
     r = run(m, ids)
     assert r["margin"] > 2e-3, f"a greedy decision within {r['margin']} of a tie"
     write_model(m, a.out / "nemotron_h_tiny.gguf")

@@ -21,6 +21,8 @@
 #define KEYS "nemotron_h."
 #define TENSORS "lm."
 #define F16_TOL 1e-3f /* with the K/V cache in f16 */
+#define CTX 256       /* session contexts: the prompt and the generated tokens fit */
+#define MAX_PROMPT 200
 /* Relative to the largest value: f32 throughout, other sum orders (worst seen 1.5e-6). */
 #define TOL 1e-5f
 
@@ -41,7 +43,7 @@ static void hidden_states(nemotron_h *m, const gguf_file *ref, const int *ids, u
   float *h = test_floats((size_t)n * m->d.d);
   for (uint32_t l = 1; l < m->layers; l++) {
     nemotron_h_session *s;
-    CHECK_OK(nemotron_h_session_new(m, 64, &s));
+    CHECK_OK(nemotron_h_session_new(m, CTX, &s));
     CHECK_OK(nemotron_h_hidden(s, ids, n, l, h));
     char name[64];
     snprintf(name, sizeof name, "prefill.hidden.%u", l - 1);
@@ -59,13 +61,13 @@ static void prefill(nemotron_h *m, const gguf_file *f, const gguf_file *ref, con
   float *logits = test_floats(n * V), *emb = test_floats(n * d), *table = test_floats(V * d);
   const float *want = ref_tensor(ref, "prefill.logits", n * V);
   nemotron_h_session *s;
-  CHECK_OK(nemotron_h_session_new(m, 64, &s));
+  CHECK_OK(nemotron_h_session_new(m, CTX, &s));
   CHECK_OK(nemotron_h_feed(s, ids, NULL, n, logits, true));
   if (want) check_close("prefill logits", logits, want, n * V, TOL);
   const gguf_tensor *t = gguf_tensor_find(f, TENSORS "embed_tokens.weight");
   CHECK_OK(gguf_tensor_to_f32(t, table));
   for (uint32_t i = 0; i < n; i++) memcpy(emb + i * d, table + (size_t)ids[i] * d, d * sizeof *emb);
-  int mixed[64];
+  int mixed[MAX_PROMPT];
   for (uint32_t i = 0; i < n; i++) mixed[i] = i % 3 ? ids[i] : -1; /* some rows as embeddings */
   nemotron_h_reset(s); /* bad rows are refused before anything runs */
   int bad[2] = {ids[0], (int)V};
@@ -77,7 +79,7 @@ static void prefill(nemotron_h *m, const gguf_file *f, const gguf_file *ref, con
   if (want) check_close("prefill logits, a third of the rows as embeddings", again, want, n * V, TOL);
   nemotron_h_session_free(s);
   /* The prompt in two calls (1 row, then the rest: the activations grow) gives the same. */
-  CHECK_OK(nemotron_h_session_new(m, 64, &s));
+  CHECK_OK(nemotron_h_session_new(m, CTX, &s));
   CHECK_OK(nemotron_h_feed(s, ids, NULL, 1, NULL, false));
   CHECK_OK(nemotron_h_feed(s, ids + 1, NULL, n - 1, again, true));
   if (want) check_close("prefill logits, the prompt in two calls", again, want + V, (n - 1) * V, TOL);
@@ -96,7 +98,7 @@ static void generate(nemotron_h *m, const gguf_file *ref, const int *ids, uint32
   float *logits = test_floats((size_t)steps * V);
   const float *want = ref_tensor(ref, "generate.logits", (size_t)steps * V);
   nemotron_h_session *s;
-  CHECK_OK(nemotron_h_session_new_kv(m, 64, f16, &s));
+  CHECK_OK(nemotron_h_session_new_kv(m, CTX, f16, &s));
   CHECK_OK(nemotron_h_feed(s, ids, NULL, n, logits, false));
   for (uint32_t i = 1; i < steps; i++)
     CHECK_OK(nemotron_h_feed(s, &tokens->v.i32[i - 1], NULL, 1, logits + (size_t)i * V, false));
@@ -208,7 +210,7 @@ static void other_types(const gguf_file *src, const gguf_file *ref, const int *i
     nemotron_h *m = load_copy(src, &e, &bytes, &f);
     CHECK(m, "a %s copy does not load: %s", gguf_type_name(types[i]), steno_last_error());
     nemotron_h_session *s = NULL;
-    if (m) CHECK_OK(nemotron_h_session_new(m, 64, &s));
+    if (m) CHECK_OK(nemotron_h_session_new(m, CTX, &s));
     uint32_t moe = 0;
     while (m && moe < m->layers && m->kind[moe] != NH_MOE) moe++;
     if (s && moe > 0 && moe < m->layers) {
@@ -290,7 +292,7 @@ int main(void) {
   nemotron_h *m = NULL;
   if (f) CHECK_OK(nemotron_h_load(test_device(), f, KEYS, TENSORS, &m));
   const gguf_kv *prompt = ref ? ref_ints(ref, "ref.prompt") : NULL;
-  if (m && prompt && prompt->n <= 64) {
+  if (m && prompt && prompt->n <= MAX_PROMPT) {
     uint32_t n = (uint32_t)prompt->n;
     hidden_states(m, ref, prompt->v.i32, n);
     prefill(m, f, ref, prompt->v.i32, n);
