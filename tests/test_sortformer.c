@@ -3,7 +3,8 @@
  * streaming update): log-mel; per chunk the window's pre-encode embeddings, the
  * FastConformer output and the predictions over [cache | FIFO | window], with
  * the cache and FIFO sizes exactly; the final predictions; the speaker turns
- * exactly, from the reference mel and end to end from the clip. */
+ * exactly, from the reference mel and end to end from the clip; and the public
+ * API: the diarizer alone, and as the diarizer of an ASR model. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,60 @@ static void parity(sortformer_session *s, const gguf_file *ref) {
   steno_result_free(r);
 }
 
+/* Through the public API: a Sortformer loaded by steno_model_load gives the
+ * reference's turns and no text; as params.diarizer of an ASR model it labels
+ * every word and segment (each segment's words share its speaker, the words
+ * stay in order under the segments); a diarizer that is not one, or one given
+ * to a diarizer, is refused. */
+static void public_api(const gguf_file *ref) {
+  char model[512], asr[512];
+  fixture_path(model, sizeof model, "sortformer_tiny.gguf");
+  fixture_path(asr, sizeof asr, "parakeet_ctc_tiny.gguf");
+  size_t n;
+  const float *pcm = ref_f32(ref, "pcm", &n);
+  steno_model *d = NULL, *m = NULL;
+  CHECK_OK(steno_model_load(model, test_params(), &d));
+  CHECK_OK(steno_model_load(asr, test_params(), &m));
+  if (!d || !m || !pcm) goto done;
+  CHECK(!strcmp(steno_model_architecture(d), "sortformer"), "architecture");
+  steno_result *r = NULL, *t = NULL;
+  CHECK_OK(steno_transcribe(d, pcm, n, NULL, &r));
+  if (r) same_turns("steno_transcribe(diarizer)", r->turns, r->nturns, ref);
+  steno_transcribe_params p = steno_transcribe_default_params();
+  p.diarizer = d;
+  CHECK_OK(steno_transcribe(m, pcm, n, &p, &t));
+  if (r && t) {
+    bool same = t->nturns == r->nturns;
+    for (size_t i = 0; same && i < r->nturns; i++)
+      same = t->turns[i].speaker == r->turns[i].speaker &&
+             t->turns[i].start_ms == r->turns[i].start_ms && t->turns[i].end_ms == r->turns[i].end_ms;
+    CHECK(same, "the transcript's turns are the diarizer's");
+    size_t w = 0;
+    for (size_t i = 0; i < t->nsegments; i++) {
+      steno_segment g = steno_result_segment(t, i);
+      CHECK(g.speaker >= 1 && g.speaker <= 4, "segment %zu speaker %d", i, g.speaker);
+      for (; w < t->nwords && t->words[w].end_ms <= g.end_ms; w++)
+        CHECK(!t->words[w].text[0] || t->words[w].speaker == g.speaker,
+              "word %zu '%s' speaker %d in segment %zu of speaker %d", w, t->words[w].text,
+              t->words[w].speaker, i, g.speaker);
+    }
+    CHECK(w == t->nwords && t->nwords > 0, "%zu of %zu words under the segments", w, t->nwords);
+    printf("diarized transcript: %zu words, %zu segments\n", t->nwords, t->nsegments);
+  }
+  steno_result_free(t);
+  t = NULL;
+  p.diarizer = m;
+  CHECK(steno_transcribe(m, pcm, n, &p, &t) == STENO_ERR_INVALID && !t &&
+            strstr(steno_last_error(), "not a diarizer"), "an ASR model as the diarizer");
+  p.diarizer = d;
+  CHECK(steno_transcribe(d, pcm, n, &p, &t) == STENO_ERR_INVALID && !t &&
+            strstr(steno_last_error(), "diarizer itself"), "a diarizer with a diarizer");
+  steno_result_free(r);
+done:
+  steno_model_free(m);
+  steno_model_free(d);
+}
+
 int main(void) {
   gguf_file *f = NULL, *ref = NULL;
   fixture_open("sortformer_tiny", &f, &ref);
@@ -154,6 +209,7 @@ int main(void) {
   steno_result_free(r);
   sortformer_session_free(s);
   sortformer_free(m);
+  if (ref) public_api(ref);
   gguf_close(f);
   gguf_close(ref);
   return check_done();

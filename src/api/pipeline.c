@@ -6,8 +6,10 @@
 #include "api/api.h"
 #include "audio/split.h"
 #include "base/error.h"
+#include "base/mem.h"
 #include "base/pool.h"
 #include "text/result.h"
+#include "text/speakers.h"
 
 steno_transcribe_params steno_transcribe_default_params(void) {
   return (steno_transcribe_params){0};
@@ -62,7 +64,9 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
       st = m->fam->transcribe(session->impl, pcm, n, p, &r);
       size_t before = steno_result_segment_count(all);
       if (!st) st = result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000)));
-      for (size_t i = before; !st && p->segment && i < steno_result_segment_count(all); i++) {
+      /* With a diarizer the segments are called back once they have their speakers. */
+      for (size_t i = before; !st && p->segment && !p->diarizer &&
+                              i < steno_result_segment_count(all); i++) {
         steno_segment seg = steno_result_segment(all, i);
         p->segment(&seg, p->segment_user);
       }
@@ -85,6 +89,45 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
   return 0;
 }
 
+/* The diarizer in p, checked: a diarizer model, for a model that is not one. */
+static int check_diarizer(const steno_model *m, const steno_transcribe_params *p) {
+  if (!p->diarizer) return 0;
+  if (!p->diarizer->fam->diarizer)
+    return err_set(STENO_ERR_INVALID, "the diarizer is a %s model, not a diarizer (sortformer)",
+                   p->diarizer->arch);
+  if (m->fam->diarizer)
+    return err_set(STENO_ERR_INVALID, "a %s model is a diarizer itself: it takes no diarizer",
+                   m->arch);
+  return 0;
+}
+
+/* A diarizer's whole run over n samples (its speaker cache carries the speakers
+ * through the whole audio). */
+static int diarize(steno_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
+                   steno_result **out) {
+  TRY(check_finite(pcm, n, 0));
+  TRY(s->m->fam->transcribe(s->impl, pcm, n, p, out));
+  if (p->progress) p->progress(1.0f, p->progress_user);
+  return 0;
+}
+
+/* r's words and segments labelled by p->diarizer's turns over the same audio;
+ * then the segments are called back. Frees r on failure. */
+static int add_speakers(steno_result *r, const float *pcm, size_t n,
+                        const steno_transcribe_params *p) {
+  steno_session *ds;
+  steno_result *d = NULL;
+  steno_transcribe_params q = *p;
+  q.progress = NULL;
+  int st = api_own_session(p->diarizer, &ds);
+  if (!st) st = diarize(ds, pcm, n, &q, &d);
+  if (!st) st = result_add_speakers(r, d->turns, d->nturns);
+  steno_result_free(d);
+  for (size_t i = 0; !st && p->segment && i < r->nsegments; i++) p->segment(&r->segments[i], p->segment_user);
+  if (st) steno_result_free(r);
+  return st;
+}
+
 typedef struct {
   const float *pcm;
   size_t n, at;
@@ -102,6 +145,28 @@ static int stream_read(void *user, float *pcm, size_t max, size_t *got) {
   return steno_audio_read(user, pcm, max, got);
 }
 
+/* A stream whose samples are also kept (for a diarizer, which takes them all). */
+typedef struct {
+  steno_audio *a;
+  float *kept;
+  size_t n, cap;
+} kept_source;
+
+static int kept_read(void *user, float *pcm, size_t max, size_t *got) {
+  kept_source *k = user;
+  TRY(steno_audio_read(k->a, pcm, max, got));
+  if (k->n + *got > k->cap) {
+    size_t cap = (k->n + *got) * 2;
+    float *g = mem_realloc(k->kept, cap, sizeof *g);
+    if (!g) return STENO_ERR_NOMEM;
+    k->kept = g;
+    k->cap = cap;
+  }
+  memcpy(k->kept + k->n, pcm, *got * sizeof *pcm);
+  k->n += *got;
+  return 0;
+}
+
 int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
                              const steno_transcribe_params *params, steno_result **out) {
   if (out) *out = NULL;
@@ -109,8 +174,14 @@ int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
     return err_set(STENO_ERR_INVALID, "steno_session_transcribe: NULL argument");
   *out = NULL;
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
+  TRY(check_diarizer(s->m, &p));
+  if (s->m->fam->diarizer) return diarize(s, pcm, n, &p, out);
   memory_source src = {pcm, n, 0};
-  return transcribe_pieces(s, memory_read, &src, (double)n / SPLIT_RATE, &p, out);
+  TRY(transcribe_pieces(s, memory_read, &src, (double)n / SPLIT_RATE, &p, out));
+  if (!p.diarizer) return 0;
+  int st = add_speakers(*out, pcm, n, &p);
+  if (st) *out = NULL;
+  return st;
 }
 
 int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
@@ -120,7 +191,22 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
     return err_set(STENO_ERR_INVALID, "steno_session_transcribe_audio: NULL argument");
   *out = NULL;
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
-  return transcribe_pieces(s, stream_read, a, steno_audio_duration(a), &p, out);
+  if (!s->m->fam->diarizer && !p.diarizer)
+    return transcribe_pieces(s, stream_read, a, steno_audio_duration(a), &p, out);
+  TRY(check_diarizer(s->m, &p));
+  kept_source k = {a, NULL, 0, 0};
+  int st = 0;
+  if (s->m->fam->diarizer) { /* the diarizer takes the whole stream */
+    float buf[16384];
+    size_t got = 1;
+    while (!st && got) st = kept_read(&k, buf, sizeof buf / sizeof *buf, &got);
+    if (!st) st = diarize(s, k.kept, k.n, &p, out);
+  } else {
+    st = transcribe_pieces(s, kept_read, &k, steno_audio_duration(a), &p, out);
+    if (!st && (st = add_speakers(*out, k.kept, k.n, &p))) *out = NULL;
+  }
+  free(k.kept);
+  return st;
 }
 
 int steno_transcribe_batch(steno_session *s, const float *const *pcm, const size_t *n,

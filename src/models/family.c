@@ -6,6 +6,7 @@
 #include "models/moonshine/moonshine.h"
 #include "models/nemotron_transcribe/transcribe.h"
 #include "models/parakeet/parakeet.h"
+#include "models/sortformer/sortformer.h"
 #include "models/whisper/whisper.h"
 
 static int parakeet_load_any(gpu_device *dev, const gguf_file *f, void **m) {
@@ -91,6 +92,19 @@ static int ntx_transcribe_any(void *s, const float *pcm, size_t n, const steno_t
   return ntx_transcribe(s, pcm, n, p, out);
 }
 
+static int sortformer_load_any(gpu_device *dev, const gguf_file *f, void **m) {
+  return sortformer_load(dev, f, (sortformer **)m);
+}
+static void sortformer_free_any(void *m) { sortformer_free(m); }
+static int sortformer_session_new_any(void *m, void **s) {
+  return sortformer_session_new(m, (sortformer_session **)s);
+}
+static void sortformer_session_free_any(void *s) { sortformer_session_free(s); }
+static int sortformer_transcribe_any(void *s, const float *pcm, size_t n,
+                                     const steno_transcribe_params *p, steno_result **out) {
+  return sortformer_diarize(s, pcm, n, p->abort, p->abort_user, out);
+}
+
 static const family families[] = {
     /* Full attention over the whole piece: the window bounds the O(t²) scores. */
     {"parakeet", parakeet_load_any, parakeet_free_any, parakeet_session_new_any,
@@ -110,6 +124,10 @@ static const family families[] = {
      * tokens (194: about 48 s of speech), so pieces are split at 30 s. */
     {"moonshine", moonshine_load_any, moonshine_free_any, moonshine_session_new_any,
      moonshine_session_free_any, moonshine_transcribe_any, 30},
+    /* A diarizer: its speaker cache carries who is who through the whole audio,
+     * which it takes at once (streaming in chunks inside, memory bounded but for the mel). */
+    {"sortformer", sortformer_load_any, sortformer_free_any, sortformer_session_new_any,
+     sortformer_session_free_any, sortformer_transcribe_any, 0, .diarizer = true},
     /* Audio module, then a language model over its embeddings and the text so far: pieces
      * of up to 5 min keep the prompt (12.5 audio tokens a second) and the text within the
      * decoder session's 8192 tokens. */
@@ -124,5 +142,5 @@ const family *family_find(const char *arch) {
 }
 
 const char *family_names(void) {
-  return "parakeet, gigaam, whisper, moonshine, nemotron3_5_transcribe";
+  return "parakeet, gigaam, whisper, moonshine, sortformer, nemotron3_5_transcribe";
 }

@@ -6,6 +6,8 @@
 #ifndef STENO_MODELS_FAMILY_H
 #define STENO_MODELS_FAMILY_H
 
+#include <stdbool.h>
+
 #include "gpu/gpu.h"
 #include "io/gguf.h"
 #include "steno.h"
@@ -21,6 +23,7 @@ typedef struct {
   int (*transcribe)(void *session, const float *pcm, size_t n, const steno_transcribe_params *p,
                     steno_result **out);
   double window; /* longest piece the model takes in one call, seconds (0: any) */
+  bool diarizer; /* a diarizer (speaker turns, no text): transcribe takes the whole audio */
   /* Native streaming (cache-aware models; src/api/stream.c), or NULL: the API
    * re-runs transcribe over a sliding window instead. stream_begin answers
    * STENO_ERR_UNSUPPORTED for a model of the family that cannot stream (the

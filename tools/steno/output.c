@@ -15,13 +15,44 @@ const char *out_extension(out_format format) {
 }
 
 int out_write(FILE *f, const steno_result *r, out_format format, const out_info *info) {
-  if (format == OUT_TEXT) out_text(f, r);
+  if (format == OUT_TEXT) out_text(f, r, info->diarized);
   else if (format == OUT_JSON) out_json(f, r, info);
-  else if (out_subtitles(f, r, format)) return -1;
+  else if (out_subtitles(f, r, format, info->diarized)) return -1;
   return ferror(f) ? -1 : 0;
 }
 
-void out_text(FILE *f, const steno_result *r) { fprintf(f, "%s\n", steno_result_text(r)); }
+/* The turns in time order (a malloc'd copy; NULL when there are none or memory ran out). */
+static steno_turn *turns_by_time(const steno_result *r, size_t *n) {
+  *n = steno_result_turn_count(r);
+  steno_turn *t = *n ? malloc(*n * sizeof *t) : NULL;
+  for (size_t i = 0; t && i < *n; i++) t[i] = steno_result_turn(r, i);
+  for (size_t i = 1; t && i < *n; i++) /* insertion sort: stable, turns come nearly in order */
+    for (size_t j = i; j > 0 && t[j].start_ms < t[j - 1].start_ms; j--) {
+      steno_turn x = t[j];
+      t[j] = t[j - 1], t[j - 1] = x;
+    }
+  if (!t) *n = 0;
+  return t;
+}
+
+void out_text(FILE *f, const steno_result *r, int diarized) {
+  if (!diarized) {
+    fprintf(f, "%s\n", steno_result_text(r));
+    return;
+  }
+  if (steno_result_word_count(r) == 0) { /* a diarizer's own result: its turns */
+    size_t n;
+    steno_turn *t = turns_by_time(r, &n);
+    for (size_t i = 0; i < n; i++)
+      fprintf(f, "[SPEAKER_%d] %.2f %.2f\n", t[i].speaker, t[i].start_ms / 1e3, t[i].end_ms / 1e3);
+    free(t);
+    return;
+  }
+  for (size_t i = 0; i < steno_result_segment_count(r); i++) {
+    steno_segment s = steno_result_segment(r, i);
+    fprintf(f, "[SPEAKER_%d] %s\n", s.speaker, s.text);
+  }
+}
 
 /* ---- JSON ---- */
 
@@ -84,6 +115,7 @@ void out_json(FILE *f, const steno_result *r, const out_info *info) {
   for (size_t i = 0; i < steno_result_segment_count(r); i++) {
     steno_segment s = steno_result_segment(r, i);
     json_times(f, i ? "," : "", s.start_ms, s.end_ms);
+    if (info->diarized) fprintf(f, "\"speaker\": %d, ", s.speaker);
     fputs("\"text\": ", f);
     json_string(f, s.text);
     fputc('}', f);
@@ -92,6 +124,7 @@ void out_json(FILE *f, const steno_result *r, const out_info *info) {
   for (size_t i = 0; i < steno_result_word_count(r); i++) {
     steno_word w = steno_result_word(r, i);
     json_times(f, i ? "," : "", w.start_ms, w.end_ms);
+    if (info->diarized) fprintf(f, "\"speaker\": %d, ", w.speaker);
     fprintf(f, "\"p\": %.4f, \"text\": ", or_zero(w.p));
     json_string(f, w.text);
     fputc('}', f);
@@ -104,7 +137,17 @@ void out_json(FILE *f, const steno_result *r, const out_info *info) {
     json_string(f, t.text);
     fputc('}', f);
   }
-  fputs("\n  ]\n}\n", f);
+  fputs("\n  ]", f);
+  if (info->diarized) {
+    fputs(",\n  \"turns\": [", f);
+    for (size_t i = 0; i < steno_result_turn_count(r); i++) {
+      steno_turn t = steno_result_turn(r, i);
+      json_times(f, i ? "," : "", t.start_ms, t.end_ms);
+      fprintf(f, "\"speaker\": %d}", t.speaker);
+    }
+    fputs("\n  ]", f);
+  }
+  fputs("\n}\n", f);
 }
 
 /* ---- subtitles ---- */
@@ -124,7 +167,7 @@ static size_t cue_end(const steno_word *w, size_t a, size_t n) {
   for (; b < n; b++) {
     size_t wl = strlen(w[b].text);
     if (len + 1 + wl > CUE_CHARS || w[b].end_ms - w[a].start_ms > CUE_MS ||
-        w[b].start_ms - w[b - 1].end_ms > PAUSE_MS)
+        w[b].start_ms - w[b - 1].end_ms > PAUSE_MS || w[b].speaker != w[a].speaker)
       break;
     len += 1 + wl;
     if (sentence_end(w[b].text)) return b + 1;
@@ -154,7 +197,7 @@ static void cue_text(FILE *f, const steno_word *w, size_t a, size_t b) {
   fputc('\n', f);
 }
 
-int out_subtitles(FILE *f, const steno_result *r, out_format format) {
+int out_subtitles(FILE *f, const steno_result *r, out_format format, int diarized) {
   if (format == OUT_VTT) fputs("WEBVTT\n\n", f);
   size_t n = 0, count = steno_result_word_count(r);
   steno_word *w = malloc((count + 1) * sizeof *w);
@@ -175,12 +218,36 @@ int out_subtitles(FILE *f, const steno_result *r, out_format format) {
     fputs(" --> ", f);
     timestamp(f, end, format);
     fputc('\n', f);
+    if (diarized) fprintf(f, format == OUT_VTT ? "<v SPEAKER_%d>" : "[SPEAKER_%d] ", w[a].speaker);
     cue_text(f, w, a, b);
     fputc('\n', f);
     a = b;
   }
   free(w);
   return 0;
+}
+
+/* ---- RTTM ---- */
+
+int out_rttm(FILE *f, const steno_result *r, const char *input) {
+  const char *base = strcmp(input, "-") ? strrchr(input, '/') : NULL;
+  base = !strcmp(input, "-") ? "stdin" : base ? base + 1 : input;
+  const char *dot = strrchr(base, '.');
+  size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+  char *id = malloc(len + 1);
+  size_t n;
+  steno_turn *t = turns_by_time(r, &n);
+  if (!id || (n && !t)) {
+    free(id), free(t);
+    return -1;
+  }
+  for (size_t i = 0; i < len; i++) id[i] = base[i] == ' ' || base[i] == '\t' ? '_' : base[i];
+  id[len] = 0;
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "SPEAKER %s 1 %.3f %.3f <NA> <NA> speaker_%d <NA> <NA>\n", id, t[i].start_ms / 1e3,
+            (t[i].end_ms - t[i].start_ms) / 1e3, t[i].speaker);
+  free(id), free(t);
+  return ferror(f) ? -1 : 0;
 }
 
 /* ---- output files ---- */

@@ -16,6 +16,8 @@ typedef struct {
   const char *audio;        /* the input, as given */
   double load_ms;           /* loading the model */
   double wall_ms;           /* reading, decoding and transcribing this input */
+  int diarized;             /* speakers were asked for: text lines, cues, segments and words
+                               name them, JSON lists the turns */
 } out_info;
 
 /* "txt", "json", "srt", "vtt". */
@@ -25,14 +27,23 @@ const char *out_extension(out_format format);
  * out or the stream has an error. */
 int out_write(FILE *f, const steno_result *r, out_format format, const out_info *info);
 
-void out_text(FILE *f, const steno_result *r);
+/* The text; diarized: a line per segment, "[SPEAKER_N] text", or for a diarizer's
+ * own result (no words) a line per turn in time order, "[SPEAKER_N] start end" (s). */
+void out_text(FILE *f, const steno_result *r, int diarized);
 void out_json(FILE *f, const steno_result *r, const out_info *info);
 /* Subtitles from the words: a cue ends at a sentence end, before it would
- * pass ~80 characters or ~7 seconds, and at a pause over 1 s; it shows on
+ * pass ~80 characters or ~7 seconds, at a pause over 1 s and, diarized, where
+ * the speaker changes (the cue then starts "[SPEAKER_N] ", in WebVTT a voice
+ * tag "<v SPEAKER_N>"); it shows on
  * two lines past 42 characters, and stays up until the next cue, the end
  * of the audio, or 1.5 s after its last word starts (whichever comes
  * first; never before that word ends). −1 when memory ran out. */
-int out_subtitles(FILE *f, const steno_result *r, out_format format);
+int out_subtitles(FILE *f, const steno_result *r, out_format format, int diarized);
+
+/* The result's speaker turns as NIST RTTM lines, in time order:
+ * "SPEAKER <file> 1 <start s> <duration s> <NA> <NA> speaker_N <NA> <NA>", file the
+ * input's base name without its extension (spaces as _; "stdin" for -). */
+int out_rttm(FILE *f, const steno_result *r, const char *input);
 
 /* An output file. A regular file (or a new one) is written atomically: the
  * data goes to a temporary file in the same directory, which replaces it on

@@ -36,6 +36,7 @@ static const registry_model models[] = {
     {"whisper-tiny.en", "whisper-tiny.en", "44 MB", "OpenAI Whisper tiny, English"},
     {"moonshine-base", "moonshine-base", "74 MB", "Useful Sensors Moonshine base, English"},
     {"moonshine-tiny", "moonshine-tiny", "34 MB", "Useful Sensors Moonshine tiny, English"},
+    {"sortformer", "diar_streaming_sortformer_4spk-v2.1", "139 MB", "NVIDIA Streaming Sortformer 4spk v2.1: who speaks when, for run --diarize"},
 };
 enum { n_models = sizeof models / sizeof models[0] };
 

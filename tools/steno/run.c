@@ -20,6 +20,7 @@
 const char run_usage[] =
     "usage: steno run [MODEL] FILE... [--json | --srt | --vtt] [-o PATH] [--quiet]\n"
     "                 [--language CODE] [--translate] [--prompt TEXT]\n"
+    "                 [--diarize DIARIZER] [--rttm PATH]\n"
     "       steno run [MODEL] --stream FILE|-\n"
     "  MODEL          a .gguf file (or whisper.cpp's .bin), or a name pulled with steno pull\n"
     "                 (parakeet-v3, ...); left out: $STENO_MODEL, else the bundled\n"
@@ -42,6 +43,13 @@ const char run_usage[] =
     "  --translate    Whisper: translate into English\n"
     "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style);\n"
     "                 these three with another family's model are an error (exit 2)\n"
+    "  --diarize DIARIZER\n"
+    "                 who speaks when: a Sortformer .gguf or a pulled name (sortformer);\n"
+    "                 each word gets the speaker most active over it, segments split\n"
+    "                 where the speaker changes; text lines and cues start [SPEAKER_N]\n"
+    "                 (WebVTT: <v SPEAKER_N>), JSON adds speaker fields and the turns.\n"
+    "                 MODEL itself a Sortformer: the turns alone, no text\n"
+    "  --rttm PATH    also write the speaker turns as NIST RTTM (all FILEs in one file)\n"
     "  --stream       transcribe as the audio arrives (one FILE, text only): the text is\n"
     "                 printed as it firms up, the tentative rest on a terminal's stderr,\n"
     "                 and at the end a newline and the final transcript on its own line.\n"
@@ -62,7 +70,8 @@ typedef struct {
   char **files;
   int nfiles;
   bool quiet, stream;
-  steno_transcribe_params tp; /* --language, --translate, --prompt */
+  steno_transcribe_params tp; /* --language, --translate, --prompt, the diarizer */
+  const char *diarize, *rttm; /* --diarize MODEL, --rttm PATH */
   char **paths; /* per file, with -o: where its transcript goes */
 } run_opts;
 
@@ -98,6 +107,9 @@ static int parse(int argc, char **argv, run_opts *o) {
     else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
       if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a path", a);
       o->output = argv[++i];
+    } else if (!strcmp(a, "--diarize") || !strcmp(a, "--rttm")) {
+      if (i + 1 == argc || !argv[i + 1][0]) return usage_error("%s needs a value", a);
+      *(a[2] == 'd' ? &o->diarize : &o->rttm) = argv[++i];
     } else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
     else if (!o->model) o->model = a;
     else o->files[o->nfiles++] = argv[i];
@@ -259,14 +271,25 @@ static int write_stdout(const run_opts *o, int i, int written, const steno_resul
   return 0;
 }
 
+/* Each file's turns onto the RTTM file (when there is one); 1 on failure. */
+static int rttm_add(const run_opts *o, out_file *rttm, const steno_result *r, const char *file) {
+  if (!rttm || !out_rttm(rttm->f, r, file)) return 0;
+  fprintf(stderr, "steno run: cannot write %s\n", o->rttm);
+  return 1;
+}
+
 static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   int failed = 0, written = 0;
+  out_file rf, *rttm = o->rttm ? &rf : NULL; /* written atomically after all files */
+  if (rttm && out_file_open(rttm, o->rttm, "steno run")) return 1;
   for (int i = 0; i < o->nfiles && !interrupted; i++) {
     steno_result *r;
     out_info info = {o->model, steno_model_architecture(m), o->files[i], load_ms, 0};
+    info.diarized = o->tp.diarizer || !strcmp(info.architecture, "sortformer");
     int st = transcribe(m, o->files[i], o->quiet, &o->tp, &r, &info.wall_ms);
     if (st > 128) break;
-    if (!st) {
+    if (!st && (st = rttm_add(o, rttm, r, o->files[i]))) steno_result_free(r);
+    else if (!st) {
       st = o->paths ? write_file(o->paths[i], r, o->format, &info) : write_stdout(o, i, written, r, &info);
       steno_result_free(r);
       written += !st;
@@ -275,6 +298,8 @@ static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   }
   if (written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("]\n", stdout);
   if (!written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("[]\n", stdout);
+  if (rttm && interrupted) out_file_discard(rttm);
+  else if (rttm && out_file_commit(rttm, "steno run")) failed = 1;
   if (interrupted) {
     fprintf(stderr, "steno run: interrupted\n");
     return 128 + interrupted; /* as if the signal had killed it */
@@ -295,30 +320,61 @@ static int whisper_options(run_opts *o, const char *arch) {
   return 0;
 }
 
-static int load_and_run(run_opts *o) {
-  const char *path = hub_resolve(o->model); /* a path, or a name pulled into the cache */
+/* A model file or pulled name, loaded. */
+static int load(const char *name, steno_model **m) {
+  const char *path = hub_resolve(name); /* a path, or a name pulled into the cache */
   if (!path) return 1;
   struct stat info;
   if (!stat(path, &info) && S_ISDIR(info.st_mode)) {
-    fprintf(stderr, "steno run: %s is a folder, not a model file\n", o->model);
+    fprintf(stderr, "steno run: %s is a folder, not a model file\n", name);
     return 1;
   }
-  if (o->quiet) steno_set_log(errors_only, NULL);
-  catch_signals();
-  double t0 = now();
-  steno_model *m;
   steno_model_params mp;
   if (cli_model_params(&mp)) return 1;
-  if (steno_model_load(path, &mp, &m)) {
+  if (steno_model_load(path, &mp, m)) {
     fprintf(stderr, "steno run: %s\n", steno_last_error());
     return 1;
   }
+  return 0;
+}
+
+/* --diarize names a diarizer, for a model that is not one; --rttm needs turns. */
+static int diarize_options(const run_opts *o, const steno_model *m, const steno_model *d) {
+  const char *arch = steno_model_architecture(m);
+  if (d && strcmp(steno_model_architecture(d), "sortformer")) {
+    fprintf(stderr, "steno run: --diarize %s: a %s model, not a diarizer (sortformer)\n",
+            o->diarize, steno_model_architecture(d));
+    return 2;
+  }
+  if (d && !strcmp(arch, "sortformer")) {
+    fprintf(stderr, "steno run: %s is a diarizer itself: leave out --diarize\n", o->model);
+    return 2;
+  }
+  if (o->rttm && !d && strcmp(arch, "sortformer")) {
+    fprintf(stderr, "steno run: --rttm needs --diarize (or a diarizer as the model)\n");
+    return 2;
+  }
+  return 0;
+}
+
+static int load_and_run(run_opts *o) {
+  if (o->quiet) steno_set_log(errors_only, NULL);
+  catch_signals();
+  double t0 = now();
+  steno_model *m = NULL, *d = NULL;
+  if (load(o->model, &m) || (o->diarize && load(o->diarize, &d))) {
+    steno_model_free(m);
+    return 1;
+  }
   double load_ms = (now() - t0) * 1e3;
+  o->tp.diarizer = d;
   int st = whisper_options(o, steno_model_architecture(m));
+  if (!st) st = diarize_options(o, m, d);
   if (!st && o->stream)
     st = stream_run(m, o->files[0], o->tp.language, o->quiet, should_abort, abort_status);
   else if (!st) st = run_files(m, o, load_ms);
   steno_model_free(m);
+  steno_model_free(d);
   return st;
 }
 
@@ -328,6 +384,8 @@ int run_main(int argc, char **argv) {
   o.paths = calloc((size_t)argc, sizeof *o.paths);
   int st = o.files && o.paths ? parse(argc, argv, &o) : (fputs("steno run: out of memory\n", stderr), 1);
   if (!st && o.output) st = plan_outputs(&o);
+  /* Now, not after the work, as -o. */
+  if (!st && o.rttm && out_file_check(o.rttm, "steno run")) st = 1;
   if (!o.output) {
     free(o.paths);
     o.paths = NULL;

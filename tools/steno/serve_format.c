@@ -37,7 +37,8 @@ static char *written(const steno_result *r, serve_format f, size_t *len) {
   char *buf = NULL;
   FILE *m = open_memstream(&buf, len);
   if (!m) return NULL;
-  int bad = f == FMT_TEXT ? (out_text(m, r), 0) : out_subtitles(m, r, f == FMT_SRT ? OUT_SRT : OUT_VTT);
+  int bad = f == FMT_TEXT ? (out_text(m, r, 0), 0)
+                          : out_subtitles(m, r, f == FMT_SRT ? OUT_SRT : OUT_VTT, 0);
   bad |= ferror(m);
   bad |= fclose(m);
   if (bad) free(buf);

@@ -16,11 +16,16 @@ class Token(ctypes.Structure):
 
 class Word(ctypes.Structure):
     _fields_ = [("text", ctypes.c_char_p), ("start_ms", ctypes.c_int64), ("end_ms", ctypes.c_int64),
-                ("p", ctypes.c_float)]
+                ("p", ctypes.c_float), ("speaker", ctypes.c_int)]
 
 
 class Segment(ctypes.Structure):
-    _fields_ = [("text", ctypes.c_char_p), ("start_ms", ctypes.c_int64), ("end_ms", ctypes.c_int64)]
+    _fields_ = [("text", ctypes.c_char_p), ("start_ms", ctypes.c_int64), ("end_ms", ctypes.c_int64),
+                ("speaker", ctypes.c_int)]
+
+
+class Turn(ctypes.Structure):
+    _fields_ = [("speaker", ctypes.c_int), ("start_ms", ctypes.c_int64), ("end_ms", ctypes.c_int64)]
 
 
 class Timings(ctypes.Structure):
@@ -42,7 +47,8 @@ class TranscribeParams(ctypes.Structure):
     _fields_ = [("language", ctypes.c_char_p), ("translate", ctypes.c_int), ("prompt", ctypes.c_char_p),
                 ("progress", PROGRESS), ("progress_user", ctypes.c_void_p), ("abort", ABORT),
                 ("abort_user", ctypes.c_void_p), ("piece_seconds", ctypes.c_double),
-                ("segment", ctypes.c_void_p), ("segment_user", ctypes.c_void_p)]  # unused: NULL
+                ("segment", ctypes.c_void_p), ("segment_user", ctypes.c_void_p),  # unused: NULL
+                ("diarizer", ctypes.c_void_p)]  # unused: NULL
 
 
 P = ctypes.c_void_p  # the opaque steno_model *, steno_result *, steno_audio *
@@ -66,6 +72,8 @@ _PROTOTYPES = {
     "steno_result_word": (Word, [P, ctypes.c_size_t]),
     "steno_result_segment_count": (ctypes.c_size_t, [P]),
     "steno_result_segment": (Segment, [P, ctypes.c_size_t]),
+    "steno_result_turn_count": (ctypes.c_size_t, [P]),
+    "steno_result_turn": (Turn, [P, ctypes.c_size_t]),
     "steno_result_duration": (ctypes.c_double, [P]),
     "steno_result_timings": (Timings, [P]),
     "steno_result_free": (None, [P]),
