@@ -33,7 +33,8 @@ import gguf
 from gguf import GGUFValueType as VT
 import numpy as np
 import torch
-from transformers import MoonshineConfig, MoonshineForConditionalGeneration
+from transformers import (MoonshineConfig, MoonshineForConditionalGeneration,
+                          MoonshineStreamingConfig, MoonshineStreamingForConditionalGeneration)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures"
@@ -100,7 +101,13 @@ def build(vocab: int, seed: int) -> MoonshineForConditionalGeneration:
     return m
 
 
+def STREAMING(m) -> bool:
+    return isinstance(m, MoonshineStreamingForConditionalGeneration)
+
+
 def stem(m, pcm: torch.Tensor) -> torch.Tensor:
+    if STREAMING(m):
+        return m.model.encoder.embedder(pcm[None])[0][0]
     e = m.model.encoder
     x = torch.tanh(e.conv1(pcm[None, None]))
     x = e.groupnorm(x)
@@ -110,11 +117,23 @@ def stem(m, pcm: torch.Tensor) -> torch.Tensor:
 
 
 def run(m, pcm16: np.ndarray) -> dict:
+    """Stem, encoder output, first logits and greedy tokens. The mask (all ones)
+    turns Moonshine Streaming's sliding windows on, as transcribe.cpp always has
+    them; Moonshine ignores it. Streaming's cap: min(max_pos, budget + 1) with
+    budget = floor(T·320·13 / 32000) + 24 tokens (spec §4.5)."""
     pcm = torch.from_numpy(pcm16.astype(np.float32) / 32768.0)
-    encoded = m.model.encoder(pcm[None])
-    enc = encoded.last_hidden_state
+    mask = torch.ones(1, len(pcm), dtype=torch.long)
+    encoded = m.model.encoder(pcm[None], attention_mask=mask)
+    enc = encoded.last_hidden_state.clone()  # the streaming decoder adds positions in place
+    extra = {}
+    if STREAMING(m):
+        dec = m.model.decoder
+        t = enc.shape[1]
+        extra["adapter"] = dec.proj(enc + dec.pos_emb.weight[:t])[0].numpy()
     logits0 = m(encoder_outputs=encoded, decoder_input_ids=torch.tensor([[1]])).logits[0, -1]
-    out = m.generate(pcm[None], max_length=MAX_POS, do_sample=False, num_beams=1,
+    max_pos = m.config.max_position_embeddings
+    cap = min(max_pos, enc.shape[1] * 320 * 13 // 32000 + 24 + 1) if STREAMING(m) else max_pos
+    out = m.generate(pcm[None], attention_mask=mask, max_length=cap, do_sample=False, num_beams=1,
                      output_scores=True, return_dict_in_generate=True)
     seq = out.sequences[0].tolist()
     assert seq[0] == 1
@@ -124,7 +143,7 @@ def run(m, pcm16: np.ndarray) -> dict:
         gaps.append(float(top[0] - top[1]))
     toks = seq[1:]
     return dict(stem=stem(m, pcm).numpy(), enc=enc[0].numpy(), logits0=logits0.numpy(),
-                tokens=toks, truncated=2 not in toks, gap=min(gaps))
+                tokens=toks, truncated=2 not in toks, gap=min(gaps), **extra)
 
 
 def tensors(m) -> dict[str, np.ndarray]:
@@ -237,6 +256,137 @@ def write_ref(path: Path, clips: dict, runs: dict, pieces: list[str]) -> None:
         w.add_tensor(f"{name}.stem", np.ascontiguousarray(r["stem"], dtype=np.float32))
         w.add_tensor(f"{name}.encoder_out", np.ascontiguousarray(r["enc"], dtype=np.float32))
         w.add_tensor(f"{name}.logits0", np.ascontiguousarray(r["logits0"], dtype=np.float32))
+        if "adapter" in r:
+            w.add_tensor(f"{name}.adapter", np.ascontiguousarray(r["adapter"], dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+S_ENC_D, S_ENC_HEADS, S_HD, S_ENC_FF, S_WINDOWS = 48, 2, 16, 96, [[4, 2], [4, 0], [3, 2]]
+S_D, S_HEADS, S_FF, S_LAYERS, S_MAX_POS = 32, 2, 48, 2, 200
+
+
+def build_streaming(vocab: int, seed: int) -> MoonshineStreamingForConditionalGeneration:
+    """Encoder 48 wide with attention 2×16 = 32 (non-square, as small/medium) and
+    an adapter projection to the decoder's 32; 12 rotary dims (factor 0.8)."""
+    enc = dict(hidden_size=S_ENC_D, intermediate_size=S_ENC_FF, num_hidden_layers=len(S_WINDOWS),
+               num_attention_heads=S_ENC_HEADS, num_key_value_heads=S_ENC_HEADS, head_dim=S_HD,
+               sliding_windows=S_WINDOWS, max_position_embeddings=S_MAX_POS)
+    cfg = MoonshineStreamingConfig(encoder_config=enc, vocab_size=vocab, hidden_size=S_D,
+                                   intermediate_size=S_FF, num_hidden_layers=S_LAYERS,
+                                   num_attention_heads=S_HEADS, num_key_value_heads=S_HEADS,
+                                   head_dim=S_HD,
+                                   max_position_embeddings=S_MAX_POS,
+                                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.8},
+                                   bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                   decoder_start_token_id=1)
+    torch.manual_seed(seed)
+    m = MoonshineStreamingForConditionalGeneration(cfg).eval()
+    g = torch.Generator().manual_seed(seed)
+    for name, p in m.named_parameters():
+        if p.dim() >= 2:
+            p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
+        elif name.endswith("gamma"):  # stored γ; the file holds γ + 1
+            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+        elif "norm" in name and name.endswith("weight"):
+            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+        elif name.endswith("log_k"):
+            p.copy_(torch.tensor(-0.3))
+        else:
+            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    m.model.decoder.pos_emb.weight.mul_(0.5)
+    m.proj_out.weight.mul_(4.0)
+    m.proj_out.weight[3 + 0x80:3 + 0x100].mul_(0.25)  # bytes ≥ 0x80 rarely: text stays UTF-8
+    return m
+
+
+def streaming_tensors(m) -> dict[str, np.ndarray]:
+    """transformers' state dict under transcribe.cpp's names (spec §4.3)."""
+    sd = {k: v.numpy() for k, v in m.state_dict().items()}
+    e = "model.encoder."
+    out = {"enc.embedder.comp.log_k": sd[e + "embedder.comp.log_k"].reshape(1),
+           "enc.embedder.linear.weight": sd[e + "embedder.linear.weight"],
+           "enc.final_norm.weight": sd[e + "final_norm.gamma"] + 1.0,
+           "adapter.pos_emb.weight": sd["model.decoder.pos_emb.weight"],
+           "dec.token_embd.weight": sd["model.decoder.embed_tokens.weight"],
+           "dec.lm_head.weight": sd["proj_out.weight"],
+           "dec.final_norm.weight": sd["model.decoder.norm.weight"]}
+    if "model.decoder.proj.weight" in sd:
+        out["adapter.proj.weight"] = sd["model.decoder.proj.weight"]
+    for c in ("conv1", "conv2"):
+        out[f"enc.embedder.{c}.weight"] = sd[e + f"embedder.{c}.weight"]
+        out[f"enc.embedder.{c}.bias"] = sd[e + f"embedder.{c}.bias"]
+    proj = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}
+    for i in range(len(S_WINDOWS)):
+        a, o = f"{e}layers.{i}.", f"enc.blocks.{i}."
+        out[o + "norm_attn.weight"] = sd[a + "input_layernorm.gamma"] + 1.0
+        out[o + "norm_ffn.weight"] = sd[a + "post_attention_layernorm.gamma"] + 1.0
+        for x, y in proj.items():
+            out[o + f"attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
+        for f in ("fc1", "fc2"):
+            out[o + f"ffn.{f}.weight"] = sd[a + f"mlp.{f}.weight"]
+            out[o + f"ffn.{f}.bias"] = sd[a + f"mlp.{f}.bias"]
+    for i in range(S_LAYERS):
+        a, o = f"model.decoder.layers.{i}.", f"dec.blocks.{i}."
+        out[o + "norm_self.weight"] = sd[a + "input_layernorm.weight"]
+        out[o + "norm_cross.weight"] = sd[a + "post_attention_layernorm.weight"]
+        out[o + "norm_ffn.weight"] = sd[a + "final_layernorm.weight"]
+        for x, y in proj.items():
+            out[o + f"self_attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
+            out[o + f"cross_attn.{x}.weight"] = sd[a + f"encoder_attn.{y}.weight"]
+        for f in ("fc1", "fc2"):
+            out[o + f"ffn.{f}.weight"] = sd[a + f"mlp.{f}.weight"]
+            out[o + f"ffn.{f}.bias"] = sd[a + f"mlp.{f}.bias"]
+    return out
+
+
+def write_streaming(path: Path, m, pieces: list[str], types: list[int]) -> None:
+    w = gguf.GGUFWriter(str(path), "moonshine_streaming")
+    p = "stt.moonshine_streaming."
+    w.add_string("stt.variant", "moonshine-streaming-tiny-random")
+    w.add_array("general.languages", ["en"])
+    for part, layers, d, heads, ff, act in (("encoder", len(S_WINDOWS), S_ENC_D, S_ENC_HEADS, S_ENC_FF, "gelu"),
+                                            ("decoder", S_LAYERS, S_D, S_HEADS, S_FF, "silu")):
+        w.add_uint32(p + part + ".n_layers", layers)
+        w.add_uint32(p + part + ".d_model", d)
+        w.add_uint32(p + part + ".n_heads", heads)
+        w.add_uint32(p + part + ".n_kv_heads", heads)
+        w.add_uint32(p + part + ".head_dim", S_HD)
+        w.add_uint32(p + part + ".ffn_dim", ff)
+        w.add_string(p + part + ".activation", act)
+    w.add_float32(p + "encoder.frame_ms", 5.0)
+    w.add_uint32(p + "encoder.frame_len", 80)
+    w.add_key_value(p + "encoder.sliding_windows", [x for lr in S_WINDOWS for x in lr], VT.ARRAY,
+                    sub_type=VT.INT32)
+    w.add_uint32(p + "decoder.vocab_size", len(pieces))
+    w.add_uint32(p + "decoder.max_position_embeddings", S_MAX_POS)
+    w.add_bool(p + "decoder.tie_word_embeddings", False)
+    for k, v in (("bos", 1), ("eos", 2), ("pad", 0), ("decoder_start", 1)):
+        w.add_uint32(p + k + "_token_id", v)
+    w.add_float32(p + "partial_rotary_factor", 0.8)
+    w.add_float32(p + "rope_theta", 10000.0)
+    w.add_bool(p + "attention_bias", False)
+    w.add_uint32(p + "pad_head_dim_to_multiple_of", 0)
+    w.add_float32(p + "cmvn_eps", 1e-6)
+    w.add_uint32(p + "encoder_hidden_size", S_ENC_D)
+    w.add_bool(p + "adapter_has_proj", True)
+    w.add_bool(p + "encoder_layernorm_unit_offset", True)
+    w.add_string("stt.frontend.type", "raw")
+    w.add_uint32("stt.frontend.sample_rate", SR)
+    w.add_bool("stt.capability.streaming", True)
+    w.add_string("tokenizer.ggml.model", "bpe")
+    w.add_string("tokenizer.ggml.pre", "default")
+    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_uint32("tokenizer.ggml.padding_token_id", 0)
+    w.add_array("tokenizer.ggml.tokens", pieces)
+    w.add_array("tokenizer.ggml.token_type", types)
+    for name, arr in streaming_tensors(m).items():
+        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -246,7 +396,8 @@ def write_ref(path: Path, clips: dict, runs: dict, pieces: list[str]) -> None:
 def hidden(m, pcm16: np.ndarray, seq: list[int]) -> torch.Tensor:
     """The decoder's final normed states for <s> + seq (teacher forced): [len][d]."""
     pcm = torch.from_numpy(pcm16.astype(np.float32) / 32768.0)
-    enc = m.model.encoder(pcm[None]).last_hidden_state
+    mask = torch.ones(1, len(pcm), dtype=torch.long)
+    enc = m.model.encoder(pcm[None], attention_mask=mask).last_hidden_state
     ids = torch.tensor([[1] + seq])
     return m.model.decoder(input_ids=ids, encoder_hidden_states=enc).last_hidden_state[0]
 
@@ -256,7 +407,7 @@ def shape_eos(m, clips: dict, runs: dict, at: int) -> bool:
     speech run's state h at step `at`, α so that </s> wins there by 0.5 and loses
     by more than 4·MARGIN at every earlier step and at every step of the noise
     run. Only </s>'s row changes, so earlier steps keep their tokens."""
-    emb = m.model.decoder.embed_tokens.weight
+    emb = m.get_output_embeddings().weight  # tied (Moonshine) or lm_head (Streaming)
     hs = hidden(m, clips["speech"], runs["speech"]["tokens"])
     hn = hidden(m, clips["noise"], runs["noise"]["tokens"])
     u = hs[at] / hs[at].norm()
@@ -273,30 +424,56 @@ def shape_eos(m, clips: dict, runs: dict, at: int) -> bool:
     return True
 
 
-def main() -> None:
-    work = ROOT / "build" / "moonshine_fixture_work"
-    work.mkdir(parents=True, exist_ok=True)
-    clips = {"speech": speech_clip(work), "noise": noise_clip()}
-    pieces, types = vocabulary()
-    for seed in range(1000, 1200):
-        m = build(len(pieces), seed)
+def valid_text(pieces: list[str], ids: list[int]) -> bool:
+    """Whether the byte pieces spell valid UTF-8 (the text is then unambiguous)."""
+    out = bytearray()
+    for i in ids:
+        p = pieces[i]
+        out += bytes([int(p[3:5], 16)]) if p.startswith("<0x") else p.encode("utf-8")
+    try:
+        out.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def find_seed(build_fn, clips: dict, seeds, pieces: list[str]) -> tuple:
+    for seed in seeds:
+        m = build_fn(seed)
         runs = {k: run(m, v) for k, v in clips.items()}
         if not any(shape_eos(m, clips, runs, at) for at in range(8, 30)):
             continue
         runs = {k: run(m, v) for k, v in clips.items()}
         sp, no = runs["speech"], runs["noise"]
         ok = (not sp["truncated"] and 6 <= len(sp["tokens"]) and no["truncated"] and
-              min(sp["gap"], no["gap"]) > MARGIN)
+              min(sp["gap"], no["gap"]) > MARGIN and
+              all(valid_text(pieces, r["tokens"][:-1] if not r["truncated"] else r["tokens"])
+                  for r in runs.values()))
         print(f"seed {seed}: speech {len(sp['tokens'])} tokens (truncated {sp['truncated']}), "
               f"noise {len(no['tokens'])} (truncated {no['truncated']}), gap {min(sp['gap'], no['gap']):.2e}")
         if ok:
-            break
-    else:
-        raise SystemExit("no seed met the conditions")
+            return m, runs
+    raise SystemExit("no seed met the conditions")
+
+
+def main() -> None:
+    work = ROOT / "build" / "moonshine_fixture_work"
+    work.mkdir(parents=True, exist_ok=True)
+    clips = {"speech": speech_clip(work), "noise": noise_clip()}
+    pieces, types = vocabulary()
+    m, runs = find_seed(lambda seed: build(len(pieces), seed), clips, range(1000, 1200), pieces)
     for k, r in runs.items():
         print(k, "tokens", r["tokens"], "text", "".join(pieces[t] for t in r["tokens"] if t != 2))
     write_model(OUT / "moonshine_tiny.gguf", m, pieces, types)
     write_ref(OUT / "moonshine_tiny.ref.gguf", clips, runs, pieces)
+    # Streaming: whole 80-sample frames (transcribe.cpp pads the tail with zeros,
+    # transformers' processor masks it; with whole frames both agree).
+    clips = {k: v[: len(v) // 80 * 80] for k, v in clips.items()}
+    m, runs = find_seed(lambda seed: build_streaming(len(pieces), seed), clips, range(2000, 2200), pieces)
+    for k, r in runs.items():
+        print(k, "tokens", r["tokens"], "text", "".join(pieces[t] for t in r["tokens"] if t != 2))
+    write_streaming(OUT / "moonshine_streaming_tiny.gguf", m, pieces, types)
+    write_ref(OUT / "moonshine_streaming_tiny.ref.gguf", clips, runs, pieces)
 
 
 if __name__ == "__main__":

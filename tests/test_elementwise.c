@@ -1,5 +1,5 @@
-/* elementwise: SwiGLU (SiLU(gate)·value) and the one-group GroupNorm (with
- * and without tanh first) against plain C on random data at Moonshine's
+/* elementwise: SwiGLU (SiLU(gate)·value), the one-group GroupNorm (with
+ * and without tanh first) and the row add against plain C on random data at Moonshine's
  * shapes (tiny 288 / base 416 wide, a stem of 30 s: 7500 rows), over slices of
  * wider rows (what lies outside must stay), in place, and bad shapes. */
 #include <math.h>
@@ -84,6 +84,28 @@ static void group_norm_case(uint32_t rows, uint32_t cols, uint32_t x_off, uint32
   gpu_rec_free(rec);
 }
 
+static void add_case(uint32_t rows, uint32_t n, uint32_t a_stride, uint32_t b_stride,
+                     bool in_place) {
+  size_t an = (size_t)rows * a_stride, bn = (size_t)rows * b_stride;
+  float *a = test_random(an, 41), *b = test_random(bn, 42), *want = test_floats(an);
+  memcpy(want, a, an * sizeof *want);
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t i = 0; i < n; i++) want[(size_t)r * a_stride + i] += b[(size_t)r * b_stride + i];
+  gpu_buffer *ab = test_upload(a, an), *bb = test_upload(b, bn);
+  gpu_buffer *yb = in_place ? ab : test_upload(a, an);
+  gpu_rec *rec = test_rec();
+  gpu_add(rec, ab, 0, a_stride, bb, 0, b_stride, yb, 0, a_stride, rows, n);
+  float *got = test_run_read(rec, yb, an);
+  char what[96];
+  snprintf(what, sizeof what, "add rows=%u n=%u strides %u/%u%s", rows, n, a_stride, b_stride,
+           in_place ? " in place" : "");
+  check_close(what, got, want, an, KERNEL_TOL);
+  free(got), free(want), free(a), free(b);
+  if (!in_place) gpu_buffer_free(yb);
+  gpu_buffer_free(ab), gpu_buffer_free(bb);
+  gpu_rec_free(rec);
+}
+
 static void expect_invalid(gpu_rec *rec, const char *what) {
   CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "%s: accepted", what);
   CHECK(strlen(steno_last_error()) > 0, "%s: no message", what);
@@ -108,6 +130,12 @@ static void bad_shapes(void) {
   rec = test_rec();
   gpu_group_norm(rec, x, 0, 64, &n, y, 0, 64, 17, 64, true);
   expect_invalid(rec, "group_norm past the end");
+  rec = test_rec();
+  gpu_add(rec, x, 0, 64, y, 0, 64, x, 1, 64, 4, 64); /* y over a, shifted */
+  expect_invalid(rec, "add overlapping");
+  rec = test_rec();
+  gpu_add(rec, x, 0, 64, y, 0, 64, y, 0, 64, 17, 64);
+  expect_invalid(rec, "add past the end");
   gpu_buffer_free(x), gpu_buffer_free(y), gpu_buffer_free(n.g), gpu_buffer_free(n.b);
 }
 
@@ -121,6 +149,9 @@ int main(void) {
   group_norm_case(374, 288, 0, 320, 0, 320, true, true); /* tiny's stem over 1.5 s */
   group_norm_case(7499, 416, 3, 448, 0, 416, true, false); /* base's over 30 s */
   group_norm_case(50, 40, 0, 64, 5, 64, false, false);
+  add_case(150, 320, 320, 320, true);   /* streaming tiny's adapter: enc += positions */
+  add_case(150, 620, 640, 620, false);  /* small's width, padded rows */
+  add_case(70000, 3, 4, 3, true);
   bad_shapes();
   return check_done();
 }

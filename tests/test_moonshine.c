@@ -1,9 +1,11 @@
-/* Moonshine parity with transformers on a tiny random-init model
- * (tests/fixtures/moonshine_tiny, made by scripts/dump_moonshine.py): the conv
- * stem's output, the encoder output, the first-step logits, the greedy tokens
- * (ending in </s> on the speech clip, cut at the position cap on the noise
- * clip) and the text, through the stages and the public API; loader errors on
- * files the test rewrites from the fixture. */
+/* Moonshine and Moonshine Streaming parity with transformers on tiny
+ * random-init models (tests/fixtures/moonshine{,_streaming}_tiny, made by
+ * scripts/dump_moonshine.py): the stem's output, the encoder output (and
+ * Streaming's adapter output), the first-step logits, the greedy tokens
+ * (ending in </s> on the speech clip, cut at the cap on the noise clip: the
+ * positions for Moonshine, the duration budget for Streaming) and the text,
+ * through the stages and the public API; loader errors on files the test
+ * rewrites from the fixtures. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +63,22 @@ static void check_run(moonshine *s, const gguf_file *ref, const char *run) {
   size_t n;
   float *pcm = clip(ref, run, &n);
   if (!pcm) return;
-  uint32_t t = moonshine_frames(n), d = s->c.d, V = s->c.vocab;
+  uint32_t t = moonshine_frames(s, n), d = s->c.enc_d, V = s->c.vocab;
   float *stem = test_floats((size_t)t * d), *enc = test_floats((size_t)t * d), *lg = test_floats(V);
+  float *ad = s->c.streaming ? test_floats((size_t)t * s->c.d) : NULL;
   char what[96];
-  CHECK_OK(moonshine_encode(s, pcm, n, stem, enc));
+  CHECK_OK(moonshine_encode(s, pcm, n, stem, enc, ad));
   const float *want = tensor(ref, run, "stem", (size_t)t * d);
   snprintf(what, sizeof what, "%s: stem", run);
   if (want) check_close(what, stem, want, (size_t)t * d, STEM_TOL), report(what, stem, want, (size_t)t * d);
   want = tensor(ref, run, "encoder_out", (size_t)t * d);
   snprintf(what, sizeof what, "%s: encoder output", run);
   if (want) check_close(what, enc, want, (size_t)t * d, ENC_TOL), report(what, enc, want, (size_t)t * d);
+  if (ad) {
+    want = tensor(ref, run, "adapter", (size_t)t * s->c.d);
+    snprintf(what, sizeof what, "%s: adapter output", run);
+    if (want) check_close(what, ad, want, (size_t)t * s->c.d, ENC_TOL), report(what, ad, want, (size_t)t * s->c.d);
+  }
   CHECK_OK(moonshine_feed(s, s->c.bos, 0, lg));
   want = tensor(ref, run, "logits0", V);
   snprintf(what, sizeof what, "%s: first logits", run);
@@ -102,13 +110,14 @@ static void check_run(moonshine *s, const gguf_file *ref, const char *run) {
           (long long)sg.start_ms, (long long)sg.end_ms);
   }
   steno_result_free(r);
-  free(stem), free(enc), free(lg), free(pcm);
+  free(stem), free(enc), free(lg), free(pcm), free(ad);
 }
 
 /* The speech run through the public API (its energy gate skips the steady noise). */
-static void check_api(const gguf_file *ref) {
-  char path[512];
-  fixture_path(path, sizeof path, "moonshine_tiny.gguf");
+static void check_api(const char *name, const gguf_file *ref) {
+  char path[512], file[96];
+  snprintf(file, sizeof file, "%s.gguf", name);
+  fixture_path(path, sizeof path, file);
   steno_model *m = NULL;
   CHECK_OK(steno_model_load(path, test_params(), &m));
   static const char *const runs[] = {"speech"};
@@ -200,26 +209,54 @@ static void loader_errors(const gguf_file *src) {
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) load_fails(src, &c[i], want[i]);
 }
 
-int main(void) {
-  test_device();
+static void streaming_loader_errors(const gguf_file *src) {
+  change c[] = {{.drop = "dec.lm_head.weight"},
+                {.drop = "enc.embedder.comp.log_k"},
+                {.drop = "adapter.proj.weight"},
+                {.misshape = "adapter.pos_emb.weight"},
+                {.misshape = "enc.embedder.conv1.weight"},
+                {.misshape = "enc.blocks.1.attn.q.weight"},
+                {.u32_key = "stt.moonshine_streaming.encoder.n_layers", .u32_value = 2},
+                {.u32_key = "stt.moonshine_streaming.encoder.frame_len", .u32_value = 0},
+                {.str_key = "stt.moonshine_streaming.encoder.activation", .str_value = "relu"},
+                {.retype_key = "stt.moonshine_streaming.decoder.head_dim"}};
+  const char *want[] = {"dec.lm_head.weight", "enc.embedder.comp.log_k", "adapter.proj.weight",
+                        "adapter.pos_emb.weight", "enc.embedder.conv1.weight",
+                        "enc.blocks.1.attn.q.weight", "sliding_windows", "frames of 0 samples",
+                        "stt.moonshine_streaming.encoder.activation",
+                        "stt.moonshine_streaming.decoder.head_dim"};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) load_fails(src, &c[i], want[i]);
+}
+
+/* One fixture: the stages on both clips (the first again, in grown buffers),
+ * bad calls, the public API, the loader's errors. */
+static void check_model(const char *name, void (*errors)(const gguf_file *)) {
   gguf_file *model = NULL, *ref = NULL;
-  fixture_open("moonshine_tiny", &model, &ref);
+  fixture_open(name, &model, &ref);
   moonshine *m = NULL, *s = NULL;
   if (model) CHECK_OK(moonshine_load(test_device(), model, &m));
   if (m) CHECK_OK(moonshine_session_new(m, &s));
   if (s && ref) {
+    printf("%s:\n", name);
     check_run(s, ref, "speech");
     check_run(s, ref, "noise");
-    check_run(s, ref, "speech"); /* again, in buffers grown for a longer clip */
+    check_run(s, ref, "speech");
     float one[1000] = {0};
-    CHECK(moonshine_encode(s, one, 500, NULL, NULL) == STENO_ERR_INVALID, "500 samples encoded");
+    CHECK(moonshine_encode(s, one, s->c.streaming ? 0 : 500, NULL, NULL, NULL) == STENO_ERR_INVALID,
+          "%s: too few samples encoded", name);
     CHECK(moonshine_feed(s, 1, s->c.max_pos, NULL) == STENO_ERR_INVALID, "feed past the cap");
   }
   moonshine_session_free(s);
   moonshine_free(m);
-  if (ref) check_api(ref);
-  if (model) loader_errors(model);
+  if (ref) check_api(name, ref);
+  if (model) errors(model);
   gguf_close(model);
   gguf_close(ref);
+}
+
+int main(void) {
+  test_device();
+  check_model("moonshine_tiny", loader_errors);
+  check_model("moonshine_streaming_tiny", streaming_loader_errors);
   return check_done();
 }

@@ -1,6 +1,6 @@
 /* Row ops of the Moonshine families that no other kernel covers: the gated
- * MLP's SiLU(gate)·value and the conv stem's one-group GroupNorm (after a
- * tanh). Row slices are (buffer, off, stride) as in norm.h. */
+ * MLP's SiLU(gate)·value, the conv stem's one-group GroupNorm (after a
+ * tanh) and a row add. Row slices are (buffer, off, stride) as in norm.h. */
 #ifndef STENO_GPU_ELEMENTWISE_H
 #define STENO_GPU_ELEMENTWISE_H
 
@@ -19,5 +19,11 @@ void gpu_swiglu(gpu_rec *rec, gpu_buffer *x, uint32_t x_off, uint32_t x_stride, 
 void gpu_group_norm(gpu_rec *rec, gpu_buffer *x, uint32_t x_off, uint32_t x_stride,
                     const gpu_norm *n, gpu_buffer *y, uint32_t y_off, uint32_t y_stride,
                     uint32_t rows, uint32_t cols, bool tanh_first);
+
+/* y[r][i] = a[r][i] + b[r][i] for i < n, r < rows (Streaming's adapter adds
+ * its positions). y may be a or b at the same offset and stride. */
+void gpu_add(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, uint32_t a_stride, gpu_buffer *b,
+             uint32_t b_off, uint32_t b_stride, gpu_buffer *y, uint32_t y_off, uint32_t y_stride,
+             uint32_t rows, uint32_t n);
 
 #endif

@@ -124,6 +124,10 @@ static const family families[] = {
      * tokens (194: about 48 s of speech), so pieces are split at 30 s. */
     {"moonshine", moonshine_load_any, moonshine_free_any, moonshine_session_new_any,
      moonshine_session_free_any, moonshine_transcribe_any, 30},
+    /* The same module; its cap is 6.5 tokens a second + 24, its adapter's positions 4096
+     * frames (82 s): 30 s pieces keep both far. */
+    {"moonshine_streaming", moonshine_load_any, moonshine_free_any, moonshine_session_new_any,
+     moonshine_session_free_any, moonshine_transcribe_any, 30},
     /* A diarizer: its speaker cache carries who is who through the whole audio,
      * which it takes at once (streaming in chunks inside, memory bounded but for the mel). */
     {"sortformer", sortformer_load_any, sortformer_free_any, sortformer_session_new_any,
@@ -142,5 +146,5 @@ const family *family_find(const char *arch) {
 }
 
 const char *family_names(void) {
-  return "parakeet, gigaam, whisper, moonshine, sortformer, nemotron3_5_transcribe";
+  return "parakeet, gigaam, whisper, moonshine, moonshine_streaming, sortformer, nemotron3_5_transcribe";
 }

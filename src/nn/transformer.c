@@ -8,6 +8,7 @@
 #include "gpu/attention.h"
 #include "gpu/decode.h"
 #include "gpu/elementwise.h"
+#include "gpu/window.h"
 #include "nn/weights.h"
 
 void tf_enc_block_free(tf_enc_block *b) {
@@ -45,7 +46,12 @@ void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *b,
     gpu_rope r = *s->rope;
     gpu_qk_norm_rope(rec, s->wide, 0, a, W, t, dm->heads, hd, NULL, NULL, &r);
   }
-  for (uint32_t h = 0; h < dm->heads; h += g) { /* heads in groups whose scores fit a buffer */
+  if (s->left) { /* the window's scores stay in shared memory: all heads at once */
+    gpu_attn at = {.q = {s->wide, 0, W}, .k = {s->wide, a, W}, .v = {s->wide, 2 * a, W},
+                   .o = {s->o, 0, S}, .t = t, .heads = dm->heads, .head_dim = hd};
+    gpu_window_attention(rec, &at, s->left, s->right);
+  }
+  for (uint32_t h = 0; !s->left && h < dm->heads; h += g) { /* heads in groups whose scores fit */
     gpu_attn at = {.q = {s->wide, h * hd, W}, .k = {s->wide, a + h * hd, W},
                    .v = {s->wide, 2 * a + h * hd, W}, .o = {s->o, h * hd, S},
                    .scores = s->scores, .t = t, .heads = g, .head_dim = hd};

@@ -50,6 +50,7 @@ typedef struct {
   gpu_buffer *scores;    /* gpu_attention_scratch(t, att_heads) */
   uint32_t att_heads;    /* heads per attention call: their scores fit one buffer */
   const gpu_rope *rope;  /* positions 0..t−1 of the table (rot > 0) */
+  uint32_t left, right;  /* sliding attention of the next block (gpu_window_attention); 0: all keys */
 } tf_enc_scratch;
 
 /* Records x += Attn(LN(x)); x += MLP(LN(x)) over t frames of s->x. */

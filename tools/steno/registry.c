@@ -36,6 +36,9 @@ static const registry_model models[] = {
     {"whisper-tiny.en", "whisper-tiny.en", "44 MB", "OpenAI Whisper tiny, English"},
     {"moonshine-base", "moonshine-base", "74 MB", "Useful Sensors Moonshine base, English"},
     {"moonshine-tiny", "moonshine-tiny", "34 MB", "Useful Sensors Moonshine tiny, English"},
+    {"moonshine-streaming-tiny", "moonshine-streaming-tiny", "50 MB", "Useful Sensors Moonshine Streaming tiny, English"},
+    {"moonshine-streaming-small", "moonshine-streaming-small", "199 MB", "Useful Sensors Moonshine Streaming small, English"},
+    {"moonshine-streaming-medium", "moonshine-streaming-medium", "296 MB", "Useful Sensors Moonshine Streaming medium, English"},
     {"sortformer", "diar_streaming_sortformer_4spk-v2.1", "139 MB", "NVIDIA Streaming Sortformer 4spk v2.1: who speaks when, for run --diarize"},
 };
 enum { n_models = sizeof models / sizeof models[0] };

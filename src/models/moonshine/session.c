@@ -13,7 +13,14 @@
 
 static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
 
-uint32_t moonshine_frames(size_t n) {
+/* Streaming: frames of frame_len (the tail zero-padded), then two convs of stride 2. */
+static uint32_t streaming_frames(const moonshine *m, size_t n) {
+  size_t f = (n + m->c.frame_len - 1) / m->c.frame_len, t = ((f + 1) / 2 + 1) / 2;
+  return t > UINT32_MAX / 8 ? 0 : (uint32_t)t;
+}
+
+uint32_t moonshine_frames(const moonshine *m, size_t n) {
+  if (m->c.streaming) return streaming_frames(m, n);
   if (n < 127) return 0;
   size_t t1 = (n - 127) / 64 + 1;
   if (t1 < 7) return 0;
@@ -24,11 +31,11 @@ uint32_t moonshine_frames(size_t n) {
 }
 
 static void free_frames(moonshine_arena *a) {
-  gpu_buffer *b[] = {a->pcm, a->col0, a->s0,     a->col1, a->s1, a->col2, a->x,   a->h,
-                     a->o,   a->wide, a->scores, a->enc,  a->kv, a->rope};
+  gpu_buffer *b[] = {a->pcm, a->col0,   a->s0,  a->col1, a->s1,   a->col2, a->x, a->h,
+                     a->o,   a->wide,   a->scores, a->enc, a->kv, a->rope, a->ad};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
   a->pcm = a->col0 = a->s0 = a->col1 = a->s1 = a->col2 = a->x = a->h = a->o = a->wide = NULL;
-  a->scores = a->enc = a->kv = a->rope = NULL;
+  a->scores = a->enc = a->kv = a->rope = a->ad = NULL;
   a->frames = 0, a->samples = 0;
 }
 
@@ -41,6 +48,21 @@ static int rope(moonshine *m, uint32_t n) {
   return st;
 }
 
+/* Rows of the stem's stages for n samples: Moonshine's three convs, or
+ * Streaming's frames and its two causal convs (im2col pads both sides, so
+ * its column buffers hold a few more rows than are used). */
+static void stem_rows(const moonshine *m, size_t n, size_t rows[3], size_t cols[3]) {
+  if (m->c.streaming) {
+    size_t f = (n + m->c.frame_len - 1) / m->c.frame_len, f1 = (f + 1) / 2;
+    rows[0] = f, cols[0] = (f + 3) / 2 + 1; /* frames; conv1's im2col rows */
+    rows[1] = f1, cols[1] = (f1 + 3) / 2 + 1;
+    rows[2] = 0, cols[2] = 0;
+    return;
+  }
+  size_t t1 = (n - 127) / 64 + 1, t2 = (t1 - 7) / 3 + 1;
+  rows[0] = t1, cols[0] = t1, rows[1] = t2, cols[1] = t2, rows[2] = cols[2] = moonshine_frames(m, n);
+}
+
 /* Buffers for n samples (t frames): the stem's, the encoder's, the cross caches. */
 int moonshine_grow(moonshine *m, size_t n, uint32_t t) {
   const moonshine_config *c = &m->c;
@@ -48,30 +70,33 @@ int moonshine_grow(moonshine *m, size_t n, uint32_t t) {
   if (n <= a->samples && t <= a->frames) return 0;
   free_frames(a);
   for (uint32_t i = 0; i < c->dec_layers; i++) gpu_buffer_free(m->dec[i].cross_cache), m->dec[i].cross_cache = NULL;
-  size_t t1 = (n - 127) / 64 + 1, t2 = (t1 - 7) / 3 + 1, S = pad64(c->d);
-  size_t wide = pad64(3 * c->d) > pad64(c->enc_ff) ? pad64(3 * c->d) : pad64(c->enc_ff);
+  uint32_t ea = c->enc_heads * c->enc_hd, S = pad64(c->enc_d > ea ? c->enc_d : ea);
+  size_t wide = pad64(3 * ea) > pad64(c->enc_ff) ? pad64(3 * ea) : pad64(c->enc_ff), r[3], cr[3];
+  stem_rows(m, n, r, cr);
   uint64_t range = gpu_device_info(m->dev)->max_storage_buffer_range, limit = (uint64_t)512 << 20;
   uint64_t per_head = (uint64_t)gpu_attention_scratch(t, 1) * sizeof(float);
   if (range && range < limit) limit = range;
   a->att_heads = c->enc_heads;
   while (a->att_heads > 1 && (uint64_t)a->att_heads * per_head > limit) a->att_heads--;
   while (c->enc_heads % a->att_heads) a->att_heads--;
+  bool st = c->streaming;
   struct {
     gpu_buffer **b;
     size_t floats;
-  } bufs[] = {{&a->pcm, n},
-              {&a->col0, t1 * m->conv0.wk},
-              {&a->s0, t1 * m->conv0.n},
-              {&a->col1, t2 * m->conv1.wk},
-              {&a->s1, t2 * m->conv1.n},
-              {&a->col2, (size_t)t * m->conv2.wk},
-              {&a->x, t * S},
-              {&a->h, t * S},
-              {&a->o, t * S},
+  } bufs[] = {{&a->pcm, st ? r[0] * c->frame_len : n},
+              {&a->col0, st ? 1 : r[0] * m->conv0.wk},
+              {&a->s0, r[0] * m->conv0.n},
+              {&a->col1, cr[1 - st] * m->conv1.wk},
+              {&a->s1, r[1] * m->conv1.n},
+              {&a->col2, (st ? cr[1] : t) * m->conv2.wk},
+              {&a->x, (size_t)t * S},
+              {&a->h, (size_t)t * S},
+              {&a->o, (size_t)t * S},
               {&a->wide, t * wide},
-              {&a->scores, gpu_attention_scratch(t, a->att_heads)},
-              {&a->enc, t * S},
-              {&a->kv, (size_t)t * gpu_linear_width(&m->dec[0].cross_kv)}};
+              {&a->scores, st ? 1 : gpu_attention_scratch(t, a->att_heads)},
+              {&a->enc, (size_t)t * S},
+              {&a->kv, (size_t)t * gpu_linear_width(&m->dec[0].cross_kv)},
+              {&a->ad, st && c->has_proj ? (size_t)t * m->proj.n : 1}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(m->dev, (bufs[i].floats ? bufs[i].floats : 1) * sizeof(float), bufs[i].b));
   for (uint32_t i = 0; i < c->dec_layers; i++)
@@ -80,7 +105,6 @@ int moonshine_grow(moonshine *m, size_t n, uint32_t t) {
   a->samples = n, a->frames = t;
   return 0;
 }
-
 
 /* The decoder's buffers and self caches (of max_pos rows). */
 static int decoder_arena(moonshine *m) {
@@ -95,7 +119,7 @@ static int decoder_arena(moonshine *m) {
               {&a->dqkv, pad64(3 * c->d)},
               {&a->datt, pad64(c->d)},
               {&a->dff, gpu_linear_width(&m->dec[0].fc1)},
-              {&a->logits, m->embed.n},
+              {&a->logits, c->streaming ? m->head.n : m->embed.n},
               {&a->att_scratch, gpu_attend_scratch(c->max_pos, c->dec_heads, hd)}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(m->dev, (bufs[i].floats ? bufs[i].floats : 1) * sizeof(float), bufs[i].b));
