@@ -87,7 +87,11 @@ static int source_open(source *s, const char *file) {
 /* Up to BLOCK samples as they arrive (*got 0 at the end). */
 static int source_read(source *s, float *pcm, size_t *got) {
   *got = 0;
-  if (s->audio) return steno_audio_read(s->audio, pcm, BLOCK, got) ? fail(steno_last_error()) : 0;
+  if (s->audio) {
+    if (steno_audio_read(s->audio, pcm, BLOCK, got)) return fail(steno_last_error());
+    s->eof = *got < BLOCK; /* short only at the end */
+    return 0;
+  }
   size_t frame = 2 * (size_t)s->channels;
   uint8_t buf[BLOCK * 2 * 16 + 64];
   memcpy(buf, s->pending, s->npending);
