@@ -209,15 +209,106 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
   return st;
 }
 
+/* Appends r (freed) to all at `offset` samples and hands the new segments to p->segment. */
+static int append_piece(steno_result *all, steno_result *r, size_t offset,
+                        const steno_transcribe_params *p) {
+  size_t before = steno_result_segment_count(all);
+  TRY(result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000))));
+  /* With a diarizer the segments are called back once they have their speakers. */
+  for (size_t i = before; p->segment && !p->diarizer && i < steno_result_segment_count(all); i++) {
+    steno_segment seg = steno_result_segment(all, i);
+    p->segment(&seg, p->segment_user);
+  }
+  return 0;
+}
+
+/* Where clip `clip`'s non-quiet pieces (pointers into the caller's pcm) go. */
+typedef struct {
+  const float **pcm;
+  size_t *n, *offset, *clip, count, cap;
+} piece_list;
+
+static int piece_add(piece_list *l, const float *pcm, size_t n, size_t offset, size_t clip) {
+  if (l->count == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    const float **a = mem_realloc(l->pcm, cap, sizeof *a);
+    if (a) l->pcm = a;
+    size_t *b = a ? mem_realloc(l->n, cap, sizeof *b) : NULL;
+    if (b) l->n = b;
+    size_t *c = b ? mem_realloc(l->offset, cap, sizeof *c) : NULL;
+    if (c) l->offset = c;
+    size_t *d = c ? mem_realloc(l->clip, cap, sizeof *d) : NULL;
+    if (d) l->clip = d;
+    if (!d) return STENO_ERR_NOMEM;
+    l->cap = cap;
+  }
+  l->pcm[l->count] = pcm, l->n[l->count] = n, l->offset[l->count] = offset;
+  l->clip[l->count++] = clip;
+  return 0;
+}
+
+/* Clip i's pieces, cut where steno_transcribe cuts them, into l (quiet ones left out). */
+static int clip_pieces(const float *pcm, size_t n, size_t i, double seconds, piece_list *l) {
+  memory_source src = {pcm, n, 0};
+  splitter s;
+  TRY(split_init(&s, seconds, memory_read, &src));
+  int st = 0;
+  for (;;) {
+    const float *piece;
+    size_t len = 0, offset;
+    bool quiet;
+    if (!st) st = split_next(&s, &piece, &len, &offset, &quiet);
+    if (st || !len) break;
+    if (!(st = check_finite(piece, len, offset)) && !quiet)
+      st = piece_add(l, pcm + offset, len, offset, i);
+  }
+  split_free(&s);
+  return st;
+}
+
+/* steno_transcribe_batch where the family batches: every clip's pieces in one
+ * family call (the family packs its GPU passes), joined per clip as
+ * transcribe_pieces joins them. */
+static int batch_all(steno_session *session, const float *const *pcm, const size_t *n,
+                     size_t count, const steno_transcribe_params *p, steno_result **out) {
+  const steno_model *m = session->m;
+  double seconds;
+  TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
+  piece_list l = {0};
+  steno_result **r = NULL;
+  int threads = pool_limit_threads(m->threads), st = 0;
+  for (size_t i = 0; i < count && !st; i++) st = clip_pieces(pcm[i], n[i], i, seconds, &l);
+  if (!st && p->abort && p->abort(p->abort_user)) st = err_set(STENO_ERR_ABORTED, "aborted");
+  if (!st && !(r = mem_alloc(l.count ? l.count : 1, sizeof *r))) st = STENO_ERR_NOMEM;
+  if (!st && l.count) st = m->fam->transcribe_batch(session->impl, l.pcm, l.n, l.count, p, r);
+  for (size_t i = 0; i < count && !st; i++) st = result_empty(0, &out[i]);
+  for (size_t k = 0; k < l.count; k++)
+    if (st) steno_result_free(r ? r[k] : NULL);
+    else st = append_piece(out[l.clip[k]], r[k], l.offset[k], p);
+  for (size_t i = 0; i < count && !st; i++) out[i]->duration = (double)n[i] / SPLIT_RATE;
+  pool_limit_threads(threads);
+  free(r), free(l.pcm), free(l.n), free(l.offset), free(l.clip);
+  if (!st && p->progress) p->progress(1.0f, p->progress_user);
+  return st;
+}
+
 int steno_transcribe_batch(steno_session *s, const float *const *pcm, const size_t *n,
                            size_t count, const steno_transcribe_params *params,
                            steno_result **out) {
   if (!s || (count && (!pcm || !n || !out)))
     return err_set(STENO_ERR_INVALID, "steno_transcribe_batch: NULL argument");
   for (size_t i = 0; i < count; i++) out[i] = NULL;
+  for (size_t i = 0; i < count; i++)
+    if (!pcm[i] && n[i]) return err_set(STENO_ERR_INVALID, "steno_transcribe_batch: NULL pcm");
+  steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
+  const family *f = s->m->fam;
   int st = 0;
-  for (size_t i = 0; !st && i < count; i++)
-    st = steno_session_transcribe(s, pcm[i], n[i], params, &out[i]);
+  if (f->transcribe_batch && !f->diarizer && !p.diarizer) {
+    st = batch_all(s, pcm, n, count, &p, out);
+  } else {
+    for (size_t i = 0; !st && i < count; i++)
+      st = steno_session_transcribe(s, pcm[i], n[i], params, &out[i]);
+  }
   for (size_t i = 0; st && i < count; i++) { /* none left allocated on failure */
     steno_result_free(out[i]);
     out[i] = NULL;

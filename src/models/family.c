@@ -23,6 +23,13 @@ static int parakeet_transcribe_any(void *s, const float *pcm, size_t n,
   ((parakeet_session *)s)->language = p->language; /* Nemotron 3.5's prompt (else unused) */
   return parakeet_transcribe(s, pcm, n, &stop, out);
 }
+static int parakeet_transcribe_batch_any(void *s, const float *const *pcm, const size_t *n,
+                                         size_t count, const steno_transcribe_params *p,
+                                         steno_result **out) {
+  transducer_abort stop = {p->abort, p->abort_user};
+  ((parakeet_session *)s)->language = p->language;
+  return parakeet_transcribe_batch(s, pcm, n, count, &stop, out);
+}
 
 static int gigaam_load_any(gpu_device *dev, const gguf_file *f, void **m) {
   return gigaam_load(dev, f, (gigaam **)m);
@@ -111,7 +118,7 @@ static const family families[] = {
      parakeet_session_free_any, parakeet_transcribe_any, 0,
      .stream_begin = parakeet_stream_begin_any, .stream_feed = parakeet_stream_feed_any,
      .stream_result = parakeet_stream_result_any, .stream_finish = parakeet_stream_finish_any,
-     .stream_end = parakeet_stream_end_any},
+     .stream_end = parakeet_stream_end_any, .transcribe_batch = parakeet_transcribe_batch_any},
     /* Full attention too; GigaAM was trained on utterances of up to about 25 s
      * (transcribe.cpp warns past that), so pieces are split there. */
     {"gigaam", gigaam_load_any, gigaam_free_any, gigaam_session_new_any,

@@ -33,6 +33,11 @@ typedef struct {
   int (*stream_result)(void *session, steno_result **out); /* the text so far (all firm) */
   int (*stream_finish)(void *session, steno_result **out);
   void (*stream_end)(void *session);
+  /* count pieces at once (each as transcribe takes it; out[i] as transcribe
+   * gives it, none left on failure), or NULL: the API calls transcribe for
+   * each. Parakeet runs them through its encoder in padded batches. */
+  int (*transcribe_batch)(void *session, const float *const *pcm, const size_t *n, size_t count,
+                          const steno_transcribe_params *p, steno_result **out);
 } family;
 
 /* The family of an architecture, or NULL. */

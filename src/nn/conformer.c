@@ -220,23 +220,45 @@ static uint32_t wide_width(const conformer_dims *dims) {
 
 int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
                           conformer_scratch *s) {
+  return conformer_scratch_new_batch(dev, dims, t, 1, s);
+}
+
+int conformer_scratch_new_batch(gpu_device *dev, const conformer_dims *dims, uint32_t t,
+                                uint32_t batch, conformer_scratch *s) {
   memset(s, 0, sizeof *s);
+  if (!batch || (batch > 1 && dims->rotary))
+    return err_set(STENO_ERR_INVALID, "conformer: a batch of %u clips%s", batch,
+                   dims->rotary ? " with rotary attention" : "");
   s->t = t;
+  s->batch = batch;
   s->stride = pad64(dims->d);
-  size_t rows = t, prows = 2 * (size_t)t - 1, st4 = sizeof(float);
+  size_t rows = (size_t)batch * t, prows = 2 * (size_t)t - 1, st4 = sizeof(float);
   int st = gpu_buffer_new(dev, rows * s->stride * st4, &s->x);
   if (!st) st = gpu_buffer_new(dev, rows * s->stride * st4, &s->h);
   if (!st) st = gpu_buffer_new(dev, rows * s->stride * st4, &s->o);
   if (!st) st = gpu_buffer_new(dev, rows * wide_width(dims) * st4, &s->wide);
   if (!st) st = gpu_buffer_new(dev, prows * s->stride * st4, &s->pe);
   if (!st) st = gpu_buffer_new(dev, prows * s->stride * st4, &s->p);
-  if (!st) st = gpu_buffer_new(dev, gpu_attention_scratch(t, dims->heads) * st4, &s->scores);
+  if (!st)
+    st = gpu_buffer_new(dev, batch * gpu_attention_scratch(t, dims->heads) * st4, &s->scores);
+  if (!st && batch > 1) st = gpu_buffer_new(dev, batch * sizeof(uint32_t), &s->lens);
   if (st) conformer_scratch_free(s);
   return st;
 }
 
+int conformer_set_lens(conformer_scratch *s, const uint32_t *lens, uint32_t clips) {
+  if (clips > s->batch)
+    return err_set(STENO_ERR_INVALID, "conformer: %u clips in room for %u", clips, s->batch);
+  for (uint32_t i = 0; i < clips; i++)
+    if (!lens[i] || lens[i] > s->t)
+      return err_set(STENO_ERR_INVALID, "conformer: clip %u of %u frames (1 to %u)", i, lens[i],
+                     s->t);
+  s->clips = clips;
+  return clips > 1 ? gpu_upload(s->lens, 0, lens, clips * sizeof *lens) : 0;
+}
+
 void conformer_scratch_free(conformer_scratch *s) {
-  gpu_buffer *b[] = {s->x, s->h, s->o, s->wide, s->pe, s->p, s->scores};
+  gpu_buffer *b[] = {s->x, s->h, s->o, s->wide, s->pe, s->p, s->scores, s->lens};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
   memset(s, 0, sizeof *s);
 }
@@ -279,12 +301,15 @@ int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratc
   return st;
 }
 
+/* Clips in the next pass: 1 unless a batch's lengths were set. */
+static uint32_t clips(const conformer_scratch *s) { return s->clips > 1 ? s->clips : 1; }
+
 /* Relative-position self-attention (NeMo's) of LN(x), added to x. */
 static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
                                  conformer_scratch *s, uint32_t t) {
-  uint32_t S = s->stride, d = dims->d, hd = d / dims->heads;
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
+  uint32_t S = s->stride, d = dims->d, hd = d / dims->heads, n = clips(s), rows = n * t;
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, rows, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, rows, GPU_EPI_BIAS, 0);
   gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
   uint32_t W = gpu_linear_width(&b->qkv);
   gpu_attn a = {
@@ -300,9 +325,11 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
       .head_dim = hd,
       .chunk = dims->chunk,
       .left_chunks = dims->left_chunks,
+      .batch = n,
+      .lens = n > 1 ? s->lens : NULL,
   };
   gpu_rel_attention(rec, &a);
-  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, rows, GPU_EPI_RESIDUAL, 1.0f);
 }
 
 /* Rotary self-attention (GigaAM's) of y = LN(x), added to x: the LayerNorm
@@ -331,11 +358,16 @@ static void record_rotary_attention(gpu_rec *rec, const conformer_dims *dims,
 
 void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
                        conformer_scratch *s, uint32_t t) {
-  uint32_t S = s->stride, d = dims->d;
+  uint32_t S = s->stride, d = dims->d, n = clips(s), rows = n * t;
+  if (n > 1 && (dims->rotary || t > s->t)) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "conformer: %u clips of %u frames%s", n, t,
+                              dims->rotary ? " with rotary attention" : ""));
+    return;
+  }
   /* ½ FFN */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, t, GPU_EPI_SILU, 0);
-  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, t,
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, rows, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, rows, GPU_EPI_SILU, 0);
+  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, rows,
                    GPU_EPI_RESIDUAL, 0.5f);
   /* self-attention */
   if (dims->rotary)
@@ -343,18 +375,22 @@ void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer
   else
     record_rel_attention(rec, dims, b, s, t);
   /* conv module */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_conv, s->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, s->h, S, &b->pw1, s->wide, t, GPU_EPI_BIAS, 0);
-  gpu_conv_glu(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm, b->conv_mode,
-               s->o, 0, S, t, d);
-  gpu_gemm_strided(rec, s->o, S, &b->pw2, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_conv, s->h, 0, S, rows, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->pw1, s->wide, rows, GPU_EPI_BIAS, 0);
+  if (n > 1)
+    gpu_conv_glu_batch(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm,
+                       b->conv_mode, s->o, 0, S, n, t, s->lens, d);
+  else
+    gpu_conv_glu(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm, b->conv_mode,
+                 s->o, 0, S, t, d);
+  gpu_gemm_strided(rec, s->o, S, &b->pw2, s->x, rows, GPU_EPI_RESIDUAL, 1.0f);
   /* ½ FFN */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff2, s->h, 0, S, t, d, NULL, NULL);
-  gpu_gemm_strided(rec, s->h, S, &b->ff2_up, s->wide, t, GPU_EPI_SILU, 0);
-  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, t,
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff2, s->h, 0, S, rows, d, NULL, NULL);
+  gpu_gemm_strided(rec, s->h, S, &b->ff2_up, s->wide, rows, GPU_EPI_SILU, 0);
+  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
                    GPU_EPI_RESIDUAL, 0.5f);
   /* the block's LayerNorm: into h, which becomes the stream */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_out, s->h, 0, S, t, d, NULL, NULL);
+  gpu_layer_norm(rec, s->x, 0, S, &b->norm_out, s->h, 0, S, rows, d, NULL, NULL);
   gpu_buffer *x = s->x;
   s->x = s->h;
   s->h = x;

@@ -58,10 +58,24 @@ typedef struct {
   gpu_buffer *pe, *p;    /* [2t − 1][stride]: sinusoids, their projection (rotary: the
                             RoPE table [t][head_dim], and v [t][d]) */
   gpu_buffer *scores;    /* attention scratch */
+  /* A padded batch (relative attention only): room for `batch` clips of t
+   * frames, x, h, o and wide hold [batch·t] rows, clip i at rows i·t ..;
+   * `clips` of them in the next passes (conformer_set_lens; ≤ 1: one clip
+   * of t rows, the single-clip path), lens their own frames (uint32). */
+  uint32_t batch, clips;
+  gpu_buffer *lens;
 } conformer_scratch;
 
 int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
                           conformer_scratch *s);
+
+/* The same with room for `batch` clips of up to t frames each. */
+int conformer_scratch_new_batch(gpu_device *dev, const conformer_dims *dims, uint32_t t,
+                                uint32_t batch, conformer_scratch *s);
+
+/* The next passes run `clips` (≤ s->batch) clips padded to the pass's t, of
+ * lens[i] frames each (1 ≤ lens[i] ≤ t: the caller's pass t). */
+int conformer_set_lens(conformer_scratch *s, const uint32_t *lens, uint32_t clips);
 void conformer_scratch_free(conformer_scratch *s);
 
 /* Uploads the relative positions' sinusoids for t frames into s->pe: row r is
@@ -70,7 +84,11 @@ void conformer_scratch_free(conformer_scratch *s);
  * GigaAM computes it. */
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
 
-/* Records one block over t frames of s->x (in place). */
+/* Records one block over t frames of s->x (in place); after
+ * conformer_set_lens with several clips, over each clip's t rows as
+ * transformers' ParakeetEncoder runs a padded batch with its attention mask:
+ * keys past a clip's length ignored, its padded frames 0 in the conv
+ * module's depthwise conv; the rows past a clip's length mean nothing. */
 void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
                        conformer_scratch *s, uint32_t t);
 

@@ -101,30 +101,85 @@ void dw_subsampling_free(dw_subsampling *s) {
 uint32_t dw_subsampling_frames(uint32_t valid) { return gpu_halve(gpu_halve(gpu_halve(valid))); }
 
 void dw_subsampling_scratch_free(dw_subsampling_scratch *s) {
-  gpu_buffer *b[] = {s->a, s->b, s->c, s->d, s->flat};
+  gpu_buffer *b[] = {s->a, s->b, s->c, s->d, s->flat, s->lens0, s->lens4};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
   memset(s, 0, sizeof *s);
 }
 
 int dw_subsampling_scratch_new(gpu_device *dev, const dw_subsampling *s, uint32_t frames,
                                dw_subsampling_scratch *out) {
+  return dw_subsampling_scratch_new_batch(dev, s, frames, 1, out);
+}
+
+int dw_subsampling_scratch_new_batch(gpu_device *dev, const dw_subsampling *s, uint32_t frames,
+                                     uint32_t n, dw_subsampling_scratch *out) {
   memset(out, 0, sizeof *out);
+  if (!n || (n > 1 && s->causal))
+    return err_set(STENO_ERR_INVALID, "subsampling: a batch of %u clips%s", n,
+                   s->causal ? " of a causal stem" : "");
   size_t F = s->mels, C = s->channels, Cp = pad64(s->channels);
   size_t F4 = side(s, side(s, (uint32_t)F)), F8 = side(s, (uint32_t)F4);
   size_t T4 = side(s, side(s, frames)), T8 = side(s, (uint32_t)T4), f = sizeof(float);
   /* The first depthwise conv's rows from −1 (causal: −2) on. */
   size_t R4 = T4 + (s->causal ? 2 : 1);
-  int st = gpu_buffer_new(dev, R4 * F4 * C * f, &out->a);
-  if (!st) st = gpu_buffer_new(dev, R4 * F4 * Cp * f, &out->b);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->c);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * Cp * f, &out->d);
-  if (!st) st = gpu_buffer_new(dev, T8 * F8 * C * f, &out->flat);
+  int st = gpu_buffer_new(dev, n * R4 * F4 * C * f, &out->a);
+  if (!st) st = gpu_buffer_new(dev, n * R4 * F4 * Cp * f, &out->b);
+  if (!st) st = gpu_buffer_new(dev, n * T8 * F8 * C * f, &out->c);
+  if (!st) st = gpu_buffer_new(dev, n * T8 * F8 * Cp * f, &out->d);
+  if (!st) st = gpu_buffer_new(dev, n * T8 * F8 * C * f, &out->flat);
+  if (!st && n > 1) st = gpu_buffer_new(dev, n * sizeof(uint32_t), &out->lens0);
+  if (!st && n > 1) st = gpu_buffer_new(dev, n * sizeof(uint32_t), &out->lens4);
   if (st) {
     dw_subsampling_scratch_free(out);
     return st;
   }
   out->frames = frames;
+  out->batch = n;
   return 0;
+}
+
+int dw_subsampling_set_lens(dw_subsampling_scratch *sc, const uint32_t *valid, uint32_t clips) {
+  if (clips < 2 || clips > sc->batch)
+    return err_set(STENO_ERR_INVALID, "subsampling: %u clips in room for %u", clips, sc->batch);
+  uint32_t *l4 = mem_alloc(clips, sizeof *l4);
+  if (!l4) return STENO_ERR_NOMEM;
+  int st = 0;
+  for (uint32_t i = 0; i < clips && !st; i++) {
+    if (!valid[i] || valid[i] > sc->frames)
+      st = err_set(STENO_ERR_INVALID, "subsampling: clip %u of %u mel frames (1 to %u)", i,
+                   valid[i], sc->frames);
+    else l4[i] = gpu_halve(gpu_halve(valid[i]));
+  }
+  if (!st) st = gpu_upload(sc->lens0, 0, valid, clips * sizeof *valid);
+  if (!st) st = gpu_upload(sc->lens4, 0, l4, clips * sizeof *l4);
+  free(l4);
+  return st;
+}
+
+void dw_subsampling_forward_batch(gpu_rec *rec, const dw_subsampling *s,
+                                  dw_subsampling_scratch *a, gpu_buffer *mel, uint32_t pitch,
+                                  uint32_t clips, gpu_buffer *x, float scale) {
+  uint32_t F = s->mels, C = s->channels, Cp = pad64(C);
+  uint32_t F4 = gpu_halve(gpu_halve(F)), F8 = gpu_halve(F4);
+  uint32_t T4 = gpu_halve(gpu_halve(pitch)), T8 = gpu_halve(T4), R4 = T4 + 1;
+  if (s->causal || clips < 2 || clips > a->batch || pitch > a->frames) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "subsampling: %u clips of %u frames%s", clips,
+                              pitch, s->causal ? " of a causal stem" : ""));
+    return;
+  }
+  /* As dw_subsampling_forward, each clip in its own rows: conv0 + ReLU fused
+   * into conv2 (rows −1 .. T4 − 1 of each), pointwise over all, conv5. */
+  gpu_subsample_batch b0 = {clips, a->lens0, pitch * F, R4 * F4 * C};
+  gpu_first_depthwise_batch(rec, mel, s->w0, s->b0, s->w2, s->b2, a->a, pitch, F, C, R4, &b0);
+  gpu_gemm(rec, a->a, &s->pw3, a->b, clips * R4 * F4, GPU_EPI_RELU, 0);
+  gpu_subsample_batch b4 = {clips, a->lens4, R4 * F4 * Cp, T8 * F8 * C};
+  gpu_depthwise_batch(rec, a->b, Cp, s->w5, s->b5, a->c, T4, F4, C, T8, &b4);
+  gpu_gemm(rec, a->c, &s->pw6, a->d, clips * T8 * F8, GPU_EPI_RELU, 0);
+  gpu_flatten(rec, a->d, Cp, a->flat, clips * T8, F8, C);
+  if (scale != 0)
+    gpu_gemm(rec, a->flat, &s->out, x, clips * T8, GPU_EPI_SCALE, scale);
+  else
+    gpu_gemm(rec, a->flat, &s->out, x, clips * T8, GPU_EPI_BIAS, 0);
 }
 
 void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsampling_scratch *a,

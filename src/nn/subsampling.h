@@ -25,10 +25,12 @@ typedef struct {
   gpu_linear out;                          /* [d][C·F/8] */
 } dw_subsampling;
 
-/* Its intermediate images, sized for up to `frames` mel frames. */
+/* Its intermediate images, sized for up to `frames` mel frames (a batch:
+ * `batch` clips of up to `frames` each, and their lengths at two stages). */
 typedef struct {
-  uint32_t frames;
+  uint32_t frames, batch;
   gpu_buffer *a, *b, *c, *d, *flat;
+  gpu_buffer *lens0, *lens4; /* batch: mel frames, rows after two convs */
 } dw_subsampling_scratch;
 
 int dw_subsampling_load(gpu_device *dev, const gguf_file *f, uint32_t channels, uint32_t mels,
@@ -54,6 +56,24 @@ void dw_subsampling_scratch_free(dw_subsampling_scratch *s);
  * not when scale is 0. */
 void dw_subsampling_forward(gpu_rec *rec, const dw_subsampling *s, dw_subsampling_scratch *sc,
                             gpu_buffer *mel, uint32_t tm, gpu_buffer *x, float scale);
+
+/* A padded batch (non-causal stems): room for `batch` clips of up to
+ * `frames` mel frames each. */
+int dw_subsampling_scratch_new_batch(gpu_device *dev, const dw_subsampling *s, uint32_t frames,
+                                     uint32_t batch, dw_subsampling_scratch *out);
+
+/* The clips' own mel frames (1 ≤ valid[i] ≤ the pass's pitch) for the next
+ * dw_subsampling_forward_batch. */
+int dw_subsampling_set_lens(dw_subsampling_scratch *sc, const uint32_t *valid, uint32_t clips);
+
+/* Records `clips` clips of mel [clips][pitch][mels] (clip i's first valid[i]
+ * frames its own) → x [clips · dw_subsampling_frames(pitch)][stride], clip i
+ * at rows i · dw_subsampling_frames(pitch) ..; each clip's own rows are what
+ * dw_subsampling_forward gives for that clip alone (transformers' masked
+ * subsampling: every conv's output zeroed past the clip's running length). */
+void dw_subsampling_forward_batch(gpu_rec *rec, const dw_subsampling *s,
+                                  dw_subsampling_scratch *sc, gpu_buffer *mel, uint32_t pitch,
+                                  uint32_t clips, gpu_buffer *x, float scale);
 
 typedef struct {
   uint32_t mels, d, kernel;

@@ -1,5 +1,6 @@
 #include "bench.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,13 @@
 #include "steno.h"
 
 static const char usage[] =
-    "usage: steno bench MODEL AUDIO [-n RUNS]\n"
+    "usage: steno bench MODEL AUDIO [-n RUNS] [--batch N]\n"
     "  Loads the model, transcribes AUDIO once (first call) and RUNS more times\n"
     "  (default 10), and prints load time, first-call and warm latency (median,\n"
-    "  min, max), the stages' medians, × realtime and peak GPU memory.\n";
+    "  min, max), the stages' medians, × realtime and peak GPU memory.\n"
+    "  --batch N: each call is one steno_transcribe_batch of N copies of AUDIO\n"
+    "  (Parakeet: one padded GPU pass as far as memory allows); × realtime\n"
+    "  counts all N, and every copy's text is checked against one plain call's.\n";
 
 static double now(void) {
   struct timespec ts;
@@ -31,21 +35,61 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* A count from 1 to max after option `opt`, or -1 after a message. */
+static long count_arg(const char *opt, const char *v, long max) {
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 1 || n > max) {
+    fprintf(stderr, "steno bench: %s takes a count from 1 to %ld\n", opt, max);
+    return -1;
+  }
+  return n;
+}
+
+/* One timed call: steno_transcribe, or steno_transcribe_batch of `batch`
+ * copies (stages summed over the copies); *text gets the first result's text
+ * (malloc'd) and *same whether all copies' texts equal it. */
+static int one_call(steno_model *m, steno_session *s, const float *pcm, size_t n, int batch,
+                    double *ms, double stage[3], char **text, bool *same) {
+  steno_result **res = calloc((size_t)batch, sizeof *res);
+  const float **pcms = calloc((size_t)batch, sizeof *pcms);
+  size_t *ns = calloc((size_t)batch, sizeof *ns);
+  if (!res || !pcms || !ns) {
+    free(res), free(pcms), free(ns);
+    return STENO_ERR_NOMEM;
+  }
+  for (int i = 0; i < batch; i++) pcms[i] = pcm, ns[i] = n;
+  double a = now();
+  int st = s ? steno_transcribe_batch(s, pcms, ns, (size_t)batch, NULL, res)
+             : steno_transcribe(m, pcm, n, NULL, &res[0]);
+  *ms = (now() - a) * 1e3;
+  stage[0] = stage[1] = stage[2] = 0;
+  *same = true;
+  for (int i = 0; !st && i < batch; i++) {
+    steno_timings t = steno_result_timings(res[i]);
+    stage[0] += t.features_ms, stage[1] += t.encoder_ms, stage[2] += t.decoder_ms;
+    if (i == 0) *text = strdup(steno_result_text(res[0]));
+    else *same = *same && !strcmp(*text, steno_result_text(res[i]));
+  }
+  for (int i = 0; !st && i < batch; i++) steno_result_free(res[i]);
+  free(res), free(pcms), free(ns);
+  return st;
+}
+
 int bench_main(int argc, char **argv) {
   const char *model = NULL, *audio = NULL;
-  int runs = 10;
+  int runs = 10, batch = 0;
   for (int i = 2; i < argc; i++) {
+    long v;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(usage, stdout);
       return 0;
     } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 100000) {
-        fprintf(stderr, "steno bench: -n takes a count from 1 to 100000\n");
-        return 2;
-      }
+      if ((v = count_arg("-n", argv[++i], 100000)) < 0) return 2;
       runs = (int)v;
+    } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+      if ((v = count_arg("--batch", argv[++i], 4096)) < 0) return 2;
+      batch = (int)v;
     } else if (!model) model = argv[i];
     else if (!audio) audio = argv[i];
     else {
@@ -80,21 +124,26 @@ int bench_main(int argc, char **argv) {
   double load = now() - t0;
   double *wall = calloc((size_t)runs + 1, sizeof *wall), *stage[3];
   for (int s = 0; s < 3; s++) stage[s] = calloc((size_t)runs + 1, sizeof *stage[s]);
-  int st = 0;
+  steno_session *session = NULL;
+  char *one = NULL, *text = NULL;
+  bool same = true, alone_same = true;
+  double ignore, st3[3];
+  /* --batch: the copies' texts against one plain call's. */
+  int st = batch ? one_call(m, NULL, pcm, n, 1, &ignore, st3, &one, &same) : 0;
+  if (!st && batch) st = steno_session_new(m, &session);
   for (int r = 0; r <= runs && !st; r++) {
-    steno_result *res;
-    double a = now();
-    st = steno_transcribe(m, pcm, n, NULL, &res);
-    if (st) break;
-    wall[r] = (now() - a) * 1e3;
-    steno_timings t = steno_result_timings(res);
-    stage[0][r] = t.features_ms, stage[1][r] = t.encoder_ms, stage[2][r] = t.decoder_ms;
-    steno_result_free(res);
+    bool all_same;
+    st = one_call(m, session, pcm, n, batch ? batch : 1, &wall[r], st3, &text, &all_same);
+    for (int k = 0; !st && k < 3; k++) stage[k][r] = st3[k];
+    if (!st) same = same && all_same, alone_same = alone_same && (!one || !strcmp(one, text));
+    free(text);
+    text = NULL;
   }
   if (st) {
     fprintf(stderr, "steno bench: %s\n", steno_last_error());
   } else {
-    double seconds = (double)n / 16000, first = wall[0];
+    int copies = batch ? batch : 1;
+    double seconds = (double)n / 16000 * copies, first = wall[0];
     double lo = wall[1], hi = wall[1];
     for (int r = 1; r <= runs; r++) lo = wall[r] < lo ? wall[r] : lo, hi = wall[r] > hi ? wall[r] : hi;
     double warm = median(wall + 1, runs);
@@ -104,17 +153,23 @@ int bench_main(int argc, char **argv) {
     const char *dev = steno_model_device(m, &fast);
     printf("model      %s (%s)\n", model, steno_model_architecture(m));
     printf("device     %s, %s kernels\n", dev, fast ? "fast" : "portable");
-    printf("audio      %s, %.2f s\n", audio, seconds);
+    printf("audio      %s, %.2f s\n", audio, seconds / copies);
+    if (batch)
+      printf("batch      %d copies per steno_transcribe_batch call (%.2f s of audio); texts %s\n",
+             batch, seconds, same && alone_same ? "all equal to one plain call's" : "DIFFER");
     printf("load       %.1f ms\n", load * 1e3);
     printf("first call %.2f ms\n", first);
     printf("warm       %.2f ms median of %d (min %.2f, max %.2f)\n", warm, runs, lo, hi);
     printf("stages     features %.2f ms, encoder %.2f ms, decoder %.2f ms (medians)\n",
            median(stage[0] + 1, runs), median(stage[1] + 1, runs), median(stage[2] + 1, runs));
     printf("speed      %.0f× realtime\n", seconds / (warm / 1e3));
+    if (batch) printf("per copy   %.3f ms\n", warm / copies);
     printf("GPU memory %.1f MiB peak\n", (double)peak / (1 << 20));
   }
   free(wall);
   for (int s = 0; s < 3; s++) free(stage[s]);
+  free(one);
+  steno_session_free(session);
   steno_model_free(m);
   steno_audio_free(pcm);
   return st ? 1 : 0;

@@ -72,6 +72,7 @@ typedef struct {
 } parakeet;
 
 typedef struct parakeet_stream parakeet_stream;
+typedef struct parakeet_batch parakeet_batch;
 
 /* What one transcription writes: one session per thread. */
 typedef struct {
@@ -85,6 +86,7 @@ typedef struct {
   uint32_t prompt_id; /* the slot whose bias prompt_in holds; UINT32_MAX: none yet */
   const char *language; /* the hint for the next transcription (NULL: auto) */
   parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
+  parakeet_batch *batch;   /* a padded batch's buffers (batch.c), or NULL until one runs */
 } parakeet_session;
 
 /* The prompt slot of a language hint: the dictionary's entry for it, the auto
@@ -140,6 +142,40 @@ int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out);
  * the encoder and during the search (STENO_ERR_ABORTED). */
 int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n, const transducer_abort *stop,
                         steno_result **out);
+
+/* Whether the last parakeet_forward's head is decoded on the GPU (a
+ * transducer, unless STENO_DECODER=cpu), and that decoding of t rows: from
+ * head_gpu (the GPU search) or, when it is NULL, from the host's head. */
+bool parakeet_decode_on_gpu(const parakeet_session *s);
+int parakeet_decode_rows(parakeet_session *s, gpu_buffer *head_gpu, const float *head,
+                         uint32_t t, const transducer_abort *stop, dec_tokens *out);
+
+/* A padded batch (batch.c): several clips through the encoder and the head in
+ * one GPU pass, as transformers' ParakeetEncoder runs a padded batch with its
+ * attention mask (each clip's frames as when it runs alone), then each clip's
+ * search. Models with causal or chunked encoders run their clips in turn. */
+
+/* Whether m's encoder takes a padded batch. */
+bool parakeet_batchable(const parakeet *m);
+
+/* How many clips of up to `frames` mel frames one pass takes (≥ 1): the
+ * activations within min(4 GiB, a quarter of the device's memory), and each
+ * buffer within the device's storage buffer range. */
+uint32_t parakeet_batch_fit(const parakeet *m, uint32_t frames);
+
+/* The encoder (and head) over clips of valid[i] ≥ 2 mel frames (mel[i]:
+ * [valid[i]][mels]) in one pass of at most parakeet_batch_fit clips; enc (if
+ * not NULL) gets each clip's encoder output [t[i]][d] (malloc'd), t each
+ * clip's encoder frames. The head stays on the GPU for the decoding. */
+int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const uint32_t *valid,
+                           uint32_t clips, float **enc, uint32_t *t);
+
+/* parakeet_transcribe of each clip (out[i]; the same results), the clips'
+ * encoder passes batched as parakeet_batch_fit allows (similar lengths
+ * together). On failure no result is left (out[] all NULL). */
+int parakeet_transcribe_batch(parakeet_session *s, const float *const *pcm, const size_t *n,
+                              size_t count, const transducer_abort *stop, steno_result **out);
+void parakeet_batch_free(parakeet_batch *b);
 
 /* Cache-aware streaming (stream.c; chunked_limited RNN-T models): begin
  * (STENO_ERR_UNSUPPORTED for a model that does not stream natively; stop may

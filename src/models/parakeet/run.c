@@ -145,9 +145,16 @@ int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out) {
 }
 
 /* Transducers decode on the GPU unless STENO_DECODER=cpu. */
-static bool decode_on_gpu(const parakeet_session *s) {
+bool parakeet_decode_on_gpu(const parakeet_session *s) {
   const char *e = getenv("STENO_DECODER");
   return s->search && !(e && !strcmp(e, "cpu"));
+}
+
+int parakeet_decode_rows(parakeet_session *s, gpu_buffer *head_gpu, const float *head,
+                         uint32_t t, const transducer_abort *stop, dec_tokens *out) {
+  if (!head_gpu) return decode_host(s->m, head, t, stop, out);
+  if (!s->search) return err_set(STENO_ERR_INVALID, "parakeet: no GPU transducer decoder");
+  return gpu_transducer_greedy(s->search, head_gpu, t, gpu_linear_width(&s->m->head), stop, out);
 }
 
 int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n,
@@ -163,7 +170,7 @@ int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n,
   double t0 = time_now();
   TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
   double t1 = time_now();
-  bool gpu = decode_on_gpu(s);
+  bool gpu = parakeet_decode_on_gpu(s);
   head = NULL;
   int st = parakeet_forward(s, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
   free(mel);

@@ -20,6 +20,7 @@ void parakeet_arena_free(parakeet_arena *a) {
 void parakeet_session_free(parakeet_session *s) {
   if (!s) return;
   parakeet_arena_free(&s->arena);
+  parakeet_batch_free(s->batch);
   parakeet_stream_end(s);
   gpu_buffer_free(s->prompt_in.bias);
   gpu_transducer_search_free(s->search);

@@ -1,0 +1,270 @@
+/* Parakeet over a padded batch: many clips, one GPU encoder pass, then each
+ * clip's search. The clips sit side by side in [clip][frame] rows padded to
+ * the longest; the per-clip kernels (subsampling convs, attention, the conv
+ * module's depthwise conv) keep to each clip's own frames as transformers'
+ * attention mask makes its ParakeetEncoder do, so every clip's encoder output
+ * is the one it gets alone (tests/test_batch.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/timer.h"
+#include "gpu/gqa.h"
+#include "gpu/subsample.h"
+#include "models/parakeet/parakeet.h"
+
+/* The activation budget of one pass: min(4 GiB, device memory / 4). */
+#define BATCH_BYTES_MAX ((uint64_t)4 << 30)
+
+struct parakeet_batch {
+  uint32_t clips, frames; /* room: clips of up to `frames` mel frames */
+  gpu_buffer *mel, *head, *clip_head;
+  gpu_buffer *prompt_hidden, *prompt_out;
+  dw_subsampling_scratch sub;
+  conformer_scratch enc;
+};
+
+bool parakeet_batchable(const parakeet *m) {
+  return !m->sub.causal && !m->c.dims.rotary && !m->c.dims.chunk && !m->c.dims.causal_conv;
+}
+
+void parakeet_batch_free(parakeet_batch *b) {
+  if (!b) return;
+  gpu_buffer *bufs[] = {b->mel, b->head, b->clip_head, b->prompt_hidden, b->prompt_out};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
+  dw_subsampling_scratch_free(&b->sub);
+  conformer_scratch_free(&b->enc);
+  free(b);
+}
+
+static uint64_t pad64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/* Bytes of one clip's share of a pass over `frames` mel frames, and of its
+ * largest buffer (the first depthwise conv's rows, or the scores). */
+static void clip_bytes(const parakeet *m, uint32_t frames, uint64_t *all, uint64_t *largest) {
+  uint64_t C = m->c.channels, Cp = pad64(C), F = m->c.mels;
+  uint64_t F4 = gpu_halve(gpu_halve((uint32_t)F)), F8 = gpu_halve((uint32_t)F4);
+  uint64_t T4 = gpu_halve(gpu_halve(frames)), T8 = gpu_halve((uint32_t)T4), R4 = T4 + 1;
+  uint64_t S = pad64(m->c.dims.d), W = pad64(4 * (uint64_t)m->c.dims.d) + m->c.dims.ff;
+  uint64_t scores = (uint64_t)m->c.dims.heads * T8 * T8;
+  uint64_t head = gpu_linear_width(&m->head), sub = R4 * F4 * Cp;
+  uint64_t prompt = m->prompt.n ? gpu_linear_width(&m->prompt.in) + S : 0;
+  *all = 4 * (frames * F + 2 * sub + 3 * T8 * F8 * Cp + T8 * (3 * S + W + 2 * head + prompt) +
+              scores);
+  *largest = 4 * (sub > scores ? sub : scores);
+}
+
+uint32_t parakeet_batch_fit(const parakeet *m, uint32_t frames) {
+  const gpu_info *info = gpu_device_info(m->dev);
+  uint64_t budget = info->device_memory / 4, range = info->max_storage_buffer_range;
+  if (!budget || budget > BATCH_BYTES_MAX) budget = BATCH_BYTES_MAX;
+  if (!range || range > UINT32_MAX) range = UINT32_MAX;
+  uint64_t all, largest;
+  clip_bytes(m, frames, &all, &largest);
+  uint64_t n = budget / all, by_range = range / largest;
+  if (by_range < n) n = by_range;
+  return n < 1 ? 1 : n > 65535 / m->c.dims.heads ? 65535 / m->c.dims.heads : (uint32_t)n;
+}
+
+/* Grows the session's batch buffers to clips of up to `frames` mel frames. */
+static int batch_fit(parakeet_session *s, uint32_t clips, uint32_t frames) {
+  parakeet_batch *b = s->batch;
+  if (b && clips <= b->clips && frames <= b->frames) return 0;
+  const parakeet *m = s->m;
+  if (b) {
+    if (b->clips > clips) clips = b->clips;
+    if (b->frames > frames) frames = b->frames;
+  }
+  parakeet_batch_free(b);
+  s->batch = b = mem_alloc(1, sizeof *b);
+  if (!b) return STENO_ERR_NOMEM;
+  size_t T8 = parakeet_encoder_frames(m, frames), f = sizeof(float), rows = clips * T8;
+  gpu_device *dev = m->dev;
+  size_t width = gpu_linear_width(&m->head);
+  int st = gpu_buffer_new(dev, (size_t)clips * frames * m->c.mels * f, &b->mel);
+  if (!st) st = gpu_buffer_new(dev, rows * width * f, &b->head);
+  if (!st) st = gpu_buffer_new(dev, T8 * width * f, &b->clip_head);
+  if (!st && m->prompt.n)
+    st = gpu_buffer_new(dev, rows * gpu_linear_width(&m->prompt.in) * f, &b->prompt_hidden);
+  if (!st && m->prompt.n)
+    st = gpu_buffer_new(dev, rows * gpu_linear_width(&m->prompt.out) * f, &b->prompt_out);
+  if (!st) st = dw_subsampling_scratch_new_batch(dev, &m->sub, frames, clips, &b->sub);
+  if (!st) st = conformer_scratch_new_batch(dev, &m->c.dims, (uint32_t)T8, clips, &b->enc);
+  if (st) {
+    parakeet_batch_free(b);
+    s->batch = NULL;
+    return st;
+  }
+  b->clips = clips, b->frames = frames;
+  return 0;
+}
+
+/* The clips' mel frames side by side, padded with zeros to `pitch`. */
+static int upload_mel(parakeet_session *s, const float *const *mel, const uint32_t *valid,
+                      uint32_t clips, uint32_t pitch) {
+  size_t F = s->m->c.mels, n = (size_t)clips * pitch * F;
+  float *all = mem_alloc(n, sizeof *all);
+  if (!all) return STENO_ERR_NOMEM;
+  for (uint32_t i = 0; i < clips; i++)
+    memcpy(all + (size_t)i * pitch * F, mel[i], (size_t)valid[i] * F * sizeof *all);
+  int st = gpu_upload(s->batch->mel, 0, all, n * sizeof *all);
+  free(all);
+  return st;
+}
+
+/* Each clip's encoder rows, downloaded. */
+static int download_enc(parakeet_session *s, uint32_t clips, uint32_t T, const uint32_t *t,
+                        float **enc) {
+  conformer_scratch *e = &s->batch->enc;
+  uint32_t d = s->m->c.dims.d;
+  float *rows;
+  TRY(parakeet_download_rows(e->x, e->stride, clips * T, d, &rows));
+  int st = 0;
+  for (uint32_t i = 0; i < clips && !st; i++) {
+    enc[i] = mem_alloc((size_t)t[i] * d, sizeof **enc);
+    if (!enc[i]) st = STENO_ERR_NOMEM;
+    else memcpy(enc[i], rows + (size_t)i * T * d, (size_t)t[i] * d * sizeof **enc);
+  }
+  free(rows);
+  return st;
+}
+
+int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const uint32_t *valid,
+                           uint32_t clips, float **enc, uint32_t *t) {
+  const parakeet *m = s->m;
+  for (uint32_t i = 0; enc && i < clips; i++) enc[i] = NULL;
+  if (!parakeet_batchable(m))
+    return err_set(STENO_ERR_UNSUPPORTED, "parakeet: this model's encoder takes no batch");
+  uint32_t pitch = 0;
+  for (uint32_t i = 0; i < clips; i++) {
+    if (valid[i] < 2) return err_set(STENO_ERR_INVALID, "parakeet: %u mel frames is too few", valid[i]);
+    if (valid[i] > pitch) pitch = valid[i];
+    t[i] = parakeet_encoder_frames(m, valid[i]);
+  }
+  if (clips < 2 || clips > parakeet_batch_fit(m, pitch))
+    return err_set(STENO_ERR_INVALID, "parakeet: a batch of %u clips of up to %u frames", clips,
+                   pitch);
+  TRY(batch_fit(s, clips, pitch));
+  parakeet_batch *b = s->batch;
+  uint32_t T = parakeet_encoder_frames(m, pitch), S = b->enc.stride;
+  TRY(parakeet_session_prompt(s));
+  TRY(upload_mel(s, mel, valid, clips, pitch));
+  TRY(dw_subsampling_set_lens(&b->sub, valid, clips));
+  TRY(conformer_set_lens(&b->enc, t, clips));
+  TRY(conformer_positions(&m->c.dims, T, &b->enc));
+  TRY(gpu_rec_begin(s->rec));
+  float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
+  dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);
+  for (uint32_t i = 0; i < m->c.layers; i++)
+    conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &b->enc, T);
+  parakeet_record_head(s, b->enc.x, S, clips * T, b->prompt_hidden, b->prompt_out, b->head);
+  TRY(gpu_rec_run(s->rec));
+  return enc ? download_enc(s, clips, T, t, enc) : 0;
+}
+
+/* One decoded clip: the search over its rows of the batch's head (copied to
+ * clip_head for the GPU search, whose rows start at 0), then its result. */
+static int decode_clip(parakeet_session *s, uint32_t i, uint32_t T, uint32_t t,
+                       const float *host_head, double seconds, const transducer_abort *stop,
+                       steno_result **out) {
+  const parakeet *m = s->m;
+  parakeet_batch *b = s->batch;
+  uint32_t W = gpu_linear_width(&m->head);
+  dec_tokens toks = {0};
+  int st = transducer_check_abort(stop);
+  if (!st && !host_head) {
+    st = gpu_rec_begin(s->rec);
+    gpu_copy_rows(s->rec, b->head, i * T * W, W, b->clip_head, 0, W, t, W);
+    if (!st) st = gpu_rec_run(s->rec);
+  }
+  if (!st)
+    st = parakeet_decode_rows(s, host_head ? NULL : b->clip_head,
+                              host_head ? host_head + (size_t)i * T * W : NULL, t, stop, &toks);
+  double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
+  if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);
+  dec_free(&toks);
+  return st;
+}
+
+/* k ≥ 2 clips (pcm[idx[j]], each ≥ 2 mel frames) in one pass, into out[idx[j]]. */
+static int transcribe_group(parakeet_session *s, const float *const *pcm, const size_t *n,
+                            const uint32_t *idx, uint32_t k, const transducer_abort *stop,
+                            steno_result **out) {
+  const parakeet *m = s->m;
+  float **mel = mem_alloc(k, sizeof *mel), *host = NULL;
+  uint32_t *valid = mem_alloc(k, sizeof *valid), *t = mem_alloc(k, sizeof *t);
+  double *feat_ms = mem_alloc(k, sizeof *feat_ms);
+  int st = mel && valid && t && feat_ms ? 0 : STENO_ERR_NOMEM;
+  for (uint32_t j = 0; j < k && !st; j++) {
+    size_t frames, v;
+    double t0 = time_now();
+    st = parakeet_features(m, pcm[idx[j]], n[idx[j]], &mel[j], &frames, &v);
+    valid[j] = (uint32_t)v;
+    feat_ms[j] = (time_now() - t0) * 1e3;
+  }
+  double t1 = time_now();
+  if (!st) st = parakeet_forward_batch(s, (const float *const *)mel, valid, k, NULL, t);
+  uint32_t pitch = 0;
+  for (uint32_t j = 0; j < k; j++) pitch = valid[j] > pitch ? valid[j] : pitch;
+  uint32_t T = parakeet_encoder_frames(m, pitch);
+  if (!st && !parakeet_decode_on_gpu(s)) {
+    size_t W = gpu_linear_width(&m->head), floats = (size_t)k * T * W;
+    host = mem_alloc(floats, sizeof *host);
+    st = host ? gpu_download(s->batch->head, 0, host, floats * sizeof *host) : STENO_ERR_NOMEM;
+  }
+  double enc_ms = (time_now() - t1) * 1e3 / k;
+  for (uint32_t j = 0; j < k && !st; j++) {
+    double t2 = time_now(), seconds = (double)n[idx[j]] / m->mel.c.sample_rate;
+    st = decode_clip(s, j, T, t[j], host, seconds, stop, &out[idx[j]]);
+    if (!st)
+      out[idx[j]]->timings = (steno_timings){feat_ms[j], enc_ms, (time_now() - t2) * 1e3};
+  }
+  for (uint32_t j = 0; mel && j < k; j++) free(mel[j]);
+  free(mel), free(valid), free(t), free(feat_ms), free(host);
+  return st;
+}
+
+/* The batchable clips (≥ 2 mel frames), longest first (ties in order: an
+ * insertion sort, stable; qsort has no user pointer), in *idx; *k of them. */
+static int order_clips(const parakeet *m, const size_t *n, size_t count, uint32_t **idx,
+                       uint32_t *k) {
+  *idx = mem_alloc(count ? count : 1, sizeof **idx);
+  if (!*idx) return STENO_ERR_NOMEM;
+  uint32_t *o = *idx, c = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (n[i] / (size_t)m->mel.c.hop < 2) continue;
+    uint32_t j = c++;
+    for (; j > 0 && n[o[j - 1]] < n[i]; j--) o[j] = o[j - 1];
+    o[j] = (uint32_t)i;
+  }
+  *k = c;
+  return 0;
+}
+
+int parakeet_transcribe_batch(parakeet_session *s, const float *const *pcm, const size_t *n,
+                              size_t count, const transducer_abort *stop, steno_result **out) {
+  const parakeet *m = s->m;
+  for (size_t i = 0; i < count; i++) out[i] = NULL;
+  if (count > UINT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: %zu clips", count);
+  uint32_t *idx = NULL, k = 0;
+  int st = parakeet_batchable(m) ? order_clips(m, n, count, &idx, &k) : 0;
+  /* Longest first: each pass takes the next clips while they fit beside the first. */
+  for (uint32_t at = 0; at < k && !st;) {
+    uint32_t fit = parakeet_batch_fit(m, (uint32_t)(n[idx[at]] / m->mel.c.hop));
+    uint32_t g = k - at < fit ? k - at : fit;
+    if (g >= 2) st = transcribe_group(s, pcm, n, idx + at, g, stop, out);
+    at += g < 2 ? 1 : g;
+  }
+  /* The rest alone: clips too short for a frame, a pass of one, or a model
+   * whose encoder takes no batch. */
+  for (size_t i = 0; i < count && !st; i++)
+    if (!out[i]) st = parakeet_transcribe(s, pcm[i], n[i], stop, &out[i]);
+  free(idx);
+  for (size_t i = 0; st && i < count; i++) {
+    steno_result_free(out[i]);
+    out[i] = NULL;
+  }
+  return st;
+}

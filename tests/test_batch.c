@@ -1,0 +1,202 @@
+/* The padded batch (models/parakeet/batch.c) against transformers' padded
+ * batch on the tiny TDT fixture (scripts/dump_parakeet_batch.py): three clips
+ * of 289, 112 and 156 mel frames in one encoder pass, each clip's encoder
+ * output against the reference batch's rows of that clip (and against
+ * steno's single-clip pass); then steno_transcribe_batch against
+ * steno_transcribe of each clip alone (tokens, times, text exactly), with the
+ * GPU and the CPU search, with short, repeated and reordered clips; and bad
+ * calls. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "io/gguf.h"
+#include "models/parakeet/parakeet.h"
+#include "steno.h"
+
+#define ENC_TOL 1e-3f   /* against transformers, as test_parakeet */
+#define SELF_TOL 1e-5f  /* batched against steno's own single-clip pass */
+#define CLIPS 3
+
+static const gguf_tensor *tensor(const gguf_file *f, const char *clip, const char *what) {
+  char name[96];
+  snprintf(name, sizeof name, "%s.%s", clip, what);
+  const gguf_tensor *t = gguf_tensor_find(f, name);
+  CHECK(t && t->type == GGUF_TYPE_F32, "reference tensor %s", name);
+  return t;
+}
+
+static const gguf_kv *key(const gguf_file *f, const char *clip, const char *what) {
+  char name[96];
+  snprintf(name, sizeof name, "ref.%s.%s", clip, what);
+  const gguf_kv *kv = gguf_find(f, name);
+  CHECK(kv != NULL, "reference key %s", name);
+  return kv;
+}
+
+typedef struct {
+  const char *name;
+  const float *pcm, *mel, *enc;
+  size_t n;
+  uint32_t valid, t;
+} clip_ref;
+
+/* The three clips: their pcm from the TDT fixture's reference, the rest from
+ * the batch reference. */
+static bool clips_read(const gguf_file *batch, const gguf_file *ref, clip_ref *c) {
+  const gguf_kv *names = gguf_find(batch, "ref.clips");
+  CHECK(names && names->n == CLIPS, "ref.clips");
+  if (!names || names->n != CLIPS) return false;
+  for (int i = 0; i < CLIPS; i++) {
+    c[i].name = names->v.str[i].s;
+    const gguf_kv *from = key(batch, c[i].name, "pcm_from"), *at = key(batch, c[i].name, "pcm_clip");
+    const gguf_tensor *pcm = from ? tensor(ref, from->v.str[0].s, "pcm") : NULL;
+    const gguf_tensor *mel = tensor(batch, c[i].name, "mel"), *enc = tensor(batch, c[i].name, "encoder_out");
+    if (!pcm || !at || at->n != 2 || !mel || !enc) return false;
+    int32_t a = at->v.i32[0], b = at->v.i32[1];
+    CHECK(a >= 0 && a < b && (uint64_t)b <= pcm->nelem, "pcm range %d..%d", a, b);
+    c[i].pcm = (const float *)pcm->data + a, c[i].n = (size_t)(b - a);
+    c[i].mel = mel->data, c[i].enc = enc->data;
+    c[i].valid = key(batch, c[i].name, "n_frames_valid")->v.u32[0];
+    c[i].t = key(batch, c[i].name, "t_enc_valid")->v.u32[0];
+    printf("%s: %zu samples, %u mel frames, %u encoder frames; the reference's batched rows vs "
+           "alone: %.2e\n",
+           c[i].name, c[i].n, c[i].valid, c[i].t, key(batch, c[i].name, "batch_vs_alone")->v.f32[0]);
+  }
+  return true;
+}
+
+static float max_abs(const float *a, const float *b, size_t n) {
+  float e = 0;
+  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(a[i] - b[i]));
+  return e;
+}
+
+/* The encoder over the reference's features in one padded pass: each clip's
+ * rows against transformers' batch, and against steno's pass over that clip
+ * alone. */
+static void encoder(parakeet_session *s, const clip_ref *c) {
+  const float *mel[CLIPS];
+  uint32_t valid[CLIPS], t[CLIPS], d = s->m->c.dims.d;
+  float *enc[CLIPS];
+  for (int i = 0; i < CLIPS; i++) mel[i] = c[i].mel, valid[i] = c[i].valid;
+  CHECK_OK(parakeet_forward_batch(s, mel, valid, CLIPS, enc, t));
+  for (int i = 0; i < CLIPS; i++) {
+    char what[128];
+    CHECK(t[i] == c[i].t, "%s: %u encoder frames, reference %u", c[i].name, t[i], c[i].t);
+    if (t[i] != c[i].t || !enc[i]) continue;
+    snprintf(what, sizeof what, "%s: batched encoder vs transformers' batch", c[i].name);
+    check_close(what, enc[i], c[i].enc, (size_t)t[i] * d, ENC_TOL);
+    printf("%s max |Δ| %.2e\n", what, max_abs(enc[i], c[i].enc, (size_t)t[i] * d));
+    float *alone;
+    uint32_t ta;
+    CHECK_OK(parakeet_forward(s, c[i].mel, c[i].valid, &alone, NULL, &ta));
+    snprintf(what, sizeof what, "%s: batched encoder vs steno alone", c[i].name);
+    if (ta == t[i]) check_close(what, enc[i], alone, (size_t)t[i] * d, SELF_TOL);
+    if (ta == t[i]) printf("%s max |Δ| %.2e\n", what, max_abs(enc[i], alone, (size_t)t[i] * d));
+    free(alone);
+    free(enc[i]);
+  }
+}
+
+/* Whether two results have the same tokens (ids, times), text and duration. */
+static bool same_result(const steno_result *a, const steno_result *b) {
+  if (!a || !b || steno_result_token_count(a) != steno_result_token_count(b) ||
+      strcmp(steno_result_text(a), steno_result_text(b)) ||
+      steno_result_duration(a) != steno_result_duration(b))
+    return false;
+  for (size_t i = 0; i < steno_result_token_count(a); i++) {
+    steno_token x = steno_result_token(a, i), y = steno_result_token(b, i);
+    if (x.id != y.id || x.start_ms != y.start_ms || x.end_ms != y.end_ms) return false;
+  }
+  return true;
+}
+
+/* steno_transcribe_batch of clips (pcm[i], n[i]) against steno_transcribe of each alone. */
+static void transcribe(steno_model *m, steno_session *s, const float *const *pcm, const size_t *n,
+                       size_t count, const char *what) {
+  steno_result *out[16];
+  CHECK_OK(steno_transcribe_batch(s, pcm, n, count, NULL, out));
+  size_t tokens = 0;
+  for (size_t i = 0; i < count; i++) {
+    steno_result *alone = NULL;
+    CHECK_OK(steno_transcribe(m, pcm[i], n[i], NULL, &alone));
+    CHECK(same_result(out[i], alone), "%s: clip %zu differs from its transcription alone (%s | %s)",
+          what, i, out[i] ? steno_result_text(out[i]) : "-", alone ? steno_result_text(alone) : "-");
+    tokens += out[i] ? steno_result_token_count(out[i]) : 0;
+    steno_result_free(alone);
+    steno_result_free(out[i]);
+  }
+  printf("%s: %zu clips, %zu tokens, each as alone\n", what, count, tokens);
+}
+
+static void transcriptions(const clip_ref *c) {
+  char path[512];
+  fixture_path(path, sizeof path, "parakeet_tdt_tiny.gguf");
+  steno_model *m = NULL;
+  steno_session *s = NULL;
+  CHECK_OK(steno_model_load(path, test_params(), &m));
+  if (m) CHECK_OK(steno_session_new(m, &s));
+  if (!s) {
+    steno_model_free(m);
+    return;
+  }
+  const float *pcm[8] = {c[0].pcm, c[1].pcm, c[2].pcm};
+  size_t n[8] = {c[0].n, c[1].n, c[2].n};
+  for (int cpu = 0; cpu < 2; cpu++) {
+    if (cpu) setenv("STENO_DECODER", "cpu", 1);
+    transcribe(m, s, pcm, n, CLIPS, cpu ? "three clips, CPU search" : "three clips, GPU search");
+    /* Shortest first, a clip too short for two mel frames, one repeated, one of 0 samples. */
+    const float *p2[6] = {c[1].pcm, c[0].pcm, c[0].pcm, c[2].pcm, c[0].pcm, c[1].pcm};
+    size_t n2[6] = {c[1].n, 200, c[0].n, c[2].n, 0, c[1].n / 2};
+    transcribe(m, s, p2, n2, 6, cpu ? "six clips, CPU search" : "six clips, GPU search");
+  }
+  unsetenv("STENO_DECODER");
+  steno_result *out[2] = {NULL, NULL};
+  CHECK(steno_transcribe_batch(s, NULL, n, 2, NULL, out) == STENO_ERR_INVALID, "NULL pcm");
+  CHECK_OK(steno_transcribe_batch(s, NULL, NULL, 0, NULL, NULL));
+  steno_session_free(s);
+  steno_model_free(m);
+}
+
+/* Calls the batch refuses: a clip of one frame, one batch of one clip. */
+static void bad_calls(parakeet_session *s, const clip_ref *c) {
+  const float *mel[2] = {c[0].mel, c[1].mel};
+  uint32_t valid[2] = {c[0].valid, 1}, t[2];
+  CHECK(parakeet_forward_batch(s, mel, valid, 2, NULL, t) == STENO_ERR_INVALID, "1 mel frame");
+  valid[1] = c[1].valid;
+  CHECK(parakeet_forward_batch(s, mel, valid, 1, NULL, t) == STENO_ERR_INVALID, "1 clip");
+  conformer_scratch e = {0};
+  uint32_t lens[2] = {4, 9};
+  CHECK_OK(conformer_scratch_new_batch(test_device(), &s->m->c.dims, 8, 2, &e));
+  CHECK(conformer_set_lens(&e, lens, 2) == STENO_ERR_INVALID, "a clip past the room");
+  CHECK(conformer_set_lens(&e, lens, 3) == STENO_ERR_INVALID, "more clips than the room");
+  conformer_scratch_free(&e);
+}
+
+int main(void) {
+  test_device();
+  gguf_file *f, *ref, *batch = NULL;
+  fixture_open("parakeet_tdt_tiny", &f, &ref);
+  char path[512];
+  fixture_path(path, sizeof path, "parakeet_tdt_tiny.batch.ref.gguf");
+  CHECK_OK(gguf_open(&batch, path));
+  clip_ref c[CLIPS];
+  parakeet *m = NULL;
+  parakeet_session *s = NULL;
+  if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  if (m) CHECK_OK(parakeet_session_new(m, &s));
+  if (s && ref && batch && clips_read(batch, ref, c)) {
+    CHECK(parakeet_batchable(m) && parakeet_batch_fit(m, 289) >= CLIPS, "the model batches");
+    encoder(s, c);
+    bad_calls(s, c);
+    transcriptions(c);
+  }
+  parakeet_session_free(s);
+  parakeet_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+  gguf_close(batch);
+  return check_done();
+}
