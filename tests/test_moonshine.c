@@ -113,6 +113,31 @@ static void check_run(moonshine *s, const gguf_file *ref, const char *run) {
   free(stem), free(enc), free(lg), free(pcm), free(ad);
 }
 
+/* What a stream hook relies on (spec §4.6): Streaming's encoder frames over a
+ * prefix of the audio equal the whole clip's, up to the frames whose right
+ * windows reach past the prefix (Σ max(0, R − 1) of them). */
+static void check_growing(moonshine *s, const gguf_file *ref) {
+  size_t n;
+  float *pcm = clip(ref, "speech", &n);
+  if (!pcm) return;
+  uint32_t T = moonshine_frames(s, n), d = s->c.enc_d, lag = 0;
+  for (uint32_t i = 0; i < s->c.enc_layers; i++) lag += s->c.window[2 * i + 1] ? s->c.window[2 * i + 1] - 1 : 0;
+  float *all = test_floats((size_t)T * d), *part = test_floats((size_t)T * d);
+  CHECK_OK(moonshine_encode(s, pcm, n, NULL, all, NULL));
+  for (size_t k = 1; k <= 3; k++) {
+    size_t m = n * k / 4 / 320 * 320 + (k == 2 ? 80 : 0); /* a frame past a 20 ms boundary too */
+    uint32_t t = moonshine_frames(s, m);
+    CHECK_OK(moonshine_encode(s, pcm, m, NULL, part, NULL));
+    char what[96];
+    snprintf(what, sizeof what, "growing input: %u of %u frames", t - lag, T);
+    check_close(what, part, all, (size_t)(t - lag) * d, 1e-5f);
+    bool differs = false; /* and the lagging frames do see the future */
+    for (size_t i = (size_t)(t - lag) * d; i < (size_t)t * d; i++) differs |= part[i] != all[i];
+    CHECK(!lag || differs, "%s: the last %u frames ignore what follows", what, lag);
+  }
+  free(all), free(part), free(pcm);
+}
+
 /* The speech run through the public API (its energy gate skips the steady noise). */
 static void check_api(const char *name, const gguf_file *ref) {
   char path[512], file[96];
@@ -241,6 +266,7 @@ static void check_model(const char *name, void (*errors)(const gguf_file *)) {
     check_run(s, ref, "speech");
     check_run(s, ref, "noise");
     check_run(s, ref, "speech");
+    if (s->c.streaming) check_growing(s, ref);
     float one[1000] = {0};
     CHECK(moonshine_encode(s, one, s->c.streaming ? 0 : 500, NULL, NULL, NULL) == STENO_ERR_INVALID,
           "%s: too few samples encoded", name);
