@@ -1,7 +1,8 @@
 /* The GPU transducer search (nn/transducer_gpu.c, rnnt_*.comp) against the CPU
  * one (decode/transducer.c, the plain C reference) on random weights: RNN-T
  * and TDT, one to three LSTM layers, the three joint activations, the 0.6B
- * models' widths. Tokens, frames and durations exactly; confidences to 1e-4.
+ * models' widths; both GPU ways (steps, the persistent rnnt_search), one clip
+ * and batches. Tokens, frames and durations exactly; confidences to 1e-4.
  * Random weights decode degenerately (many symbols per frame, the
  * max_symbols cap): every rule of the search gets exercised. Also: both
  * searches stop when the caller's abort callback asks, and refuse a
@@ -84,48 +85,119 @@ static int cap_hits(const char *what, const dec_tokens *d, int max_symbols) {
   return hits;
 }
 
-/* CPU and GPU searches agree; returns the frames where the cap moved the
- * search on. */
+/* The largest |Δ| of the confidences where got has want's tokens, frames and
+ * durations; CHECKs that it has. */
+static double compare(const char *what, const char *how, const dec_tokens *want, const dec_tokens *got) {
+  bool same = want->n == got->n;
+  double worst = 0;
+  for (size_t i = 0; same && i < want->n; i++) {
+    same = want->v[i].id == got->v[i].id && want->v[i].frame == got->v[i].frame &&
+           want->v[i].frames == got->v[i].frames;
+    worst = fmax(worst, fabs((double)want->v[i].p - got->v[i].p));
+  }
+  CHECK(same, "%s (%s): GPU %zu tokens, CPU %zu (or ids/frames/durations differ)", what, how, got->n,
+        want->n);
+  CHECK(worst <= 1e-4, "%s (%s): confidences off by %.2e", what, how, worst);
+  return worst;
+}
+
+/* The two GPU searches: steps, then the persistent kernel — by its normal
+ * schedule where it passed its probe, else (lavapipe, whose loop cap fails
+ * the probe) forced, with few enough steps per dispatch for that cap (each
+ * step of the wide models loops ~10 000 times). */
+enum { STEPS, PERSISTENT, MODES };
+static const char *const mode_name[MODES] = {"steps", "persistent"};
+
+static void set_mode(gpu_transducer_search *s, const gpu_transducer *g, int mode, int hidden) {
+  gpu_transducer_search_force(s, 0);
+  gpu_transducer_search_mode(s, mode == STEPS ? GPU_SEARCH_STEPS : GPU_SEARCH_PERSISTENT);
+  if (mode == PERSISTENT && !gpu_transducer_persistent(g)) gpu_transducer_search_force(s, hidden <= 64 ? 16 : 1);
+}
+
+static const char first_case[] = "TDT small";
+
+/* CPU and GPU searches agree, both GPU ways; returns the frames where the
+ * cap moved the search on. */
 static int one(const char *what, int hidden, int layers, int joint, int vocab, int n_dur,
                joint_act act, int max_symbols, int t, uint32_t seed, float blank_boost,
                float dur0_boost) {
   model x;
   model_new(&x, hidden, layers, joint, vocab, n_dur, act, max_symbols, t, seed, blank_boost, dur0_boost);
-  transducer m = x.m;
-  float *enc = x.enc;
-  uint32_t stride = x.stride;
-  gpu_buffer *genc = x.genc;
-  dec_tokens want = {0}, got = {0};
-  CHECK_OK(transducer_greedy(&m, enc, t, (int)stride, NULL, &want));
+  dec_tokens want = {0};
+  CHECK_OK(transducer_greedy(&x.m, x.enc, t, (int)x.stride, NULL, &want));
   gpu_transducer *g = NULL;
   gpu_transducer_search *s = NULL;
-  CHECK_OK(gpu_transducer_new(test_device(), &m, &g));
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
   CHECK(g, "%s: no GPU decoder", what);
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
-  if (s && genc) CHECK_OK(gpu_transducer_greedy(s, genc, (uint32_t)t, stride, NULL, &got));
-  bool same = want.n == got.n;
-  double worst = 0;
-  for (size_t i = 0; same && i < want.n; i++) {
-    same = want.v[i].id == got.v[i].id && want.v[i].frame == got.v[i].frame &&
-           want.v[i].frames == got.v[i].frames;
-    worst = fmax(worst, fabs((double)want.v[i].p - got.v[i].p));
+  if (g && what == first_case)
+    printf("rnnt_search %s its probe here\n", gpu_transducer_persistent(g) ? "passed" : "failed");
+  double worst[MODES] = {0};
+  for (int mode = 0; s && x.genc && mode < MODES; mode++) {
+    set_mode(s, g, mode, hidden);
+    dec_tokens got = {0}, again = {0};
+    CHECK_OK(gpu_transducer_greedy(s, x.genc, (uint32_t)t, x.stride, NULL, &got));
+    worst[mode] = compare(what, mode_name[mode], &want, &got);
+    /* Again on the same search: nothing of the last one stays behind (not
+     * for the wide models' forced persistent search: ~0.3 s a step here). */
+    if (hidden <= 64 || gpu_transducer_persistent(g) || mode == STEPS) {
+      CHECK_OK(gpu_transducer_greedy(s, x.genc, (uint32_t)t, x.stride, NULL, &again));
+      compare(what, mode_name[mode], &want, &again);
+    }
+    dec_free(&got), dec_free(&again);
   }
-  CHECK(same, "%s: GPU %zu tokens, CPU %zu (or ids/frames/durations differ)", what, got.n, want.n);
-  CHECK(worst <= 1e-4, "%s: confidences off by %.2e", what, worst);
-  /* Again on the same decoder: nothing of the last search stays behind. */
-  dec_tokens again = {0};
-  if (s && genc) CHECK_OK(gpu_transducer_greedy(s, genc, (uint32_t)t, stride, NULL, &again));
-  bool repeat = again.n == got.n;
-  for (size_t i = 0; repeat && i < got.n; i++) repeat = again.v[i].id == got.v[i].id;
-  CHECK(repeat, "%s: a second search differs", what);
   int hits = n_dur ? cap_hits(what, &want, max_symbols) : 0;
-  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e\n", what, got.n,
-         t, hits, worst);
-  dec_free(&want), dec_free(&got), dec_free(&again);
+  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e / %.1e\n", what,
+         want.n, t, hits, worst[STEPS], worst[PERSISTENT]);
+  dec_free(&want);
   gpu_transducer_search_free(s);
   gpu_transducer_free(g);
   model_free(&x);
   return hits;
+}
+
+/* A batch of n clips of different lengths (clip i: lens[i] frames at row
+ * i·rows of one encoder buffer, the rest of its rows padding) against the
+ * CPU search of each clip alone, both GPU ways, and (persistent) a second
+ * time in the same search with fewer clips. */
+static void batch(const char *what, int hidden, int joint, int vocab, int n_dur, int max_symbols,
+                  const int *lens, int n, uint32_t seed, float blank_boost, float dur0_boost) {
+  enum { MAX_CLIPS = 8 };
+  int rows = 0;
+  for (int i = 0; i < n; i++) rows = lens[i] > rows ? lens[i] : rows;
+  model x;
+  model_new(&x, hidden, 2, joint, vocab, n_dur, JOINT_RELU, max_symbols, rows * n, seed, blank_boost,
+            dur0_boost);
+  dec_tokens want[MAX_CLIPS] = {{0}};
+  gpu_transducer_clip clips[MAX_CLIPS];
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    clips[i] = (gpu_transducer_clip){(uint32_t)(i * rows), (uint32_t)lens[i]};
+    CHECK_OK(transducer_greedy(&x.m, x.enc + (size_t)i * rows * x.stride, lens[i], (int)x.stride, NULL,
+                               &want[i]));
+    total += want[i].n;
+  }
+  gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
+  double worst = 0;
+  for (int mode = 0; s && x.genc && mode < MODES; mode++) {
+    set_mode(s, g, mode, hidden);
+    for (int k = n; k >= 1; k -= n > 1 ? n - 1 : 1) { /* all clips, then the first alone */
+      dec_tokens got[MAX_CLIPS] = {{0}};
+      CHECK_OK(gpu_transducer_search_batch(s, x.genc, x.stride, clips, k, NULL, got));
+      for (int i = 0; i < k; i++) {
+        worst = fmax(worst, compare(what, mode_name[mode], &want[i], &got[i]));
+        dec_free(&got[i]);
+      }
+    }
+  }
+  printf("%-34s %d clips, %4zu tokens (confidences max |Δ| %.1e)\n", what, n, total, worst);
+  for (int i = 0; i < n; i++) dec_free(&want[i]);
+  gpu_transducer_search_free(s);
+  gpu_transducer_free(g);
+  model_free(&x);
 }
 
 /* Counts its calls; asks to stop at the third. */
@@ -136,14 +208,14 @@ static int stop_at_third(void *user) {
 
 /* A search that never meets a blank (max_symbols · t steps, 300 000 here)
  * stops at the abort callback's third "yes, stop" check: STENO_ERR_ABORTED
- * after at most 3 polls' worth of steps. */
+ * after at most 3 polls' worth of steps, on the CPU and both GPU ways. */
 static void aborts(void) {
   enum { T = 3000, CAP = TRANSDUCER_MAX_SYMBOLS };
   model x;
   model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, CAP, T, 800, -1e4f, 50.0f);
   int calls = 0;
   transducer_abort stop = {stop_at_third, &calls};
-  dec_tokens cpu = {0}, gpu = {0};
+  dec_tokens cpu = {0};
   CHECK(transducer_greedy(&x.m, x.enc, T, (int)x.stride, &stop, &cpu) == STENO_ERR_ABORTED,
         "CPU search not aborted");
   CHECK(calls == 3 && cpu.n <= 3 * TRANSDUCER_POLL_STEPS,
@@ -152,12 +224,17 @@ static void aborts(void) {
   gpu_transducer_search *s = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
-  calls = 0;
-  if (s) CHECK(gpu_transducer_greedy(s, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
-               "GPU search not aborted");
-  CHECK(calls == 3, "GPU search: %d abort checks", calls);
+  for (int mode = 0; s && mode < MODES; mode++) {
+    dec_tokens gpu = {0};
+    set_mode(s, g, mode, 32);
+    calls = 0;
+    CHECK(gpu_transducer_greedy(s, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
+          "GPU search (%s) not aborted", mode_name[mode]);
+    CHECK(calls == 3, "GPU search (%s): %d abort checks", mode_name[mode], calls);
+    dec_free(&gpu);
+  }
   printf("abort: CPU stopped after %zu tokens, GPU after 3 chunks\n", cpu.n);
-  dec_free(&cpu), dec_free(&gpu);
+  dec_free(&cpu);
   gpu_transducer_search_free(s);
   gpu_transducer_free(g);
   model_free(&x);
@@ -188,7 +265,7 @@ static void bad_max_symbols(void) {
 
 int main(void) {
   test_device();
-  one("TDT small", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 100, 0, 0);
+  one(first_case, 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 100, 0, 0);
   one("TDT small, blanks of duration 0", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 150, 0.9f, 3.6f);
   /* Duration 0 wins almost everywhere: runs of tokens at one frame end at the cap. */
   int hits = one("TDT small, the cap binds", 32, 1, 48, 41, 5, JOINT_RELU, 4, 30, 160, 0, 1.5f);
@@ -198,9 +275,21 @@ int main(void) {
   one("TDT 3 layers, tanh", 24, 3, 40, 70, 5, JOINT_TANH, 10, 25, 300, 0, 0);
   one("RNN-T sigmoid, odd widths", 37, 2, 53, 300, 0, JOINT_SIGMOID, 5, 17, 400, 0, 0);
   one("TDT 0.6B v2 widths", 640, 2, 640, 1025, 5, JOINT_RELU, 10, 5, 500, 0, 0);
-  one("RNN-T 1.1B widths, step cap", 640, 2, 640, 1025, 0, JOINT_RELU, 2, 8, 600, 0, 0);
+  one("RNN-T 1.1B widths, step cap", 640, 2, 640, 1025, 0, JOINT_RELU, 2, 5, 600, 0, 0);
   /* No frames: nothing to search. */
   one("TDT, no frames", 32, 1, 48, 41, 5, JOINT_RELU, 10, 0, 700, 0, 0);
+  /* Batches: B = 5 (then 1), 3, 2 clips; the real hidden sizes (640: Parakeet,
+   * 320: GigaAM), the cap binding, blank-heavy and token-only joints, a
+   * Nemotron-sized vocabulary; a clip of no frames among others. */
+  static const int five[] = {3, 5, 1, 4, 2}, four[] = {6, 2, 9, 4}, three[] = {2, 1, 3},
+                   two[] = {1, 2}, gap[] = {4, 0, 3};
+  batch("batch small TDT", 32, 48, 41, 5, 10, five, 5, 1000, 0, 0);
+  batch("batch small TDT, the cap binds", 32, 48, 41, 5, 3, four, 4, 1010, 0, 6.0f);
+  batch("batch small RNN-T, an empty clip", 32, 48, 41, 0, 3, gap, 3, 1050, 0, 0);
+  batch("batch TDT 640, the cap binds", 640, 640, 1025, 5, 2, three, 3, 1100, 0, 6.0f);
+  batch("batch TDT 640, blank-heavy", 640, 640, 1025, 5, 10, four, 4, 1200, 0.6f, 0);
+  batch("batch RNN-T 320, no blanks", 320, 320, 1025, 0, 2, three, 3, 1300, -1e4f, 0);
+  batch("batch TDT 640, 13 000 classes", 640, 640, 13000, 5, 10, two, 2, 1400, 0, 0);
   aborts();
   bad_max_symbols();
   /* Too wide for the kernels: the CPU path decodes those. */

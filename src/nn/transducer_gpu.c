@@ -1,53 +1,80 @@
-/* Greedy transducer decoding on the GPU: per step the joint and pick (one
- * dispatch), one LSTM dispatch per layer and the predictor projection, recorded
- * in chunks of steps; each kernel does nothing once the search is done, so a
- * chunk may run past the end. */
+/* Greedy transducer decoding on the GPU. Steps mode: per step the joint and
+ * pick (one dispatch), one LSTM dispatch per layer and the predictor
+ * projection, recorded in chunks of steps; each kernel does nothing once the
+ * search is done, so a chunk may run past the end. Persistent mode: one
+ * rnnt_search dispatch per chunk, a workgroup per clip looping over the
+ * chunk's steps. */
 #include "nn/transducer_gpu.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/error.h"
 #include "base/mem.h"
 
 enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT, ST_WORDS };
+/* rnnt_search.comp's state words per clip. */
+enum { PS_DONE, PS_STEP, PS_LEFT, PS_SYMBOLS, PS_OUT, PS_ROOM, PS_BASE, PS_T, PS_FIRST, PS_FRESH,
+       PS_WORDS = 16 };
 /* Steps in the first chunk; each next chunk doubles, up to the last. */
 enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
+/* The most tokens one call's searches may hold (16 bytes each). */
+#define MAX_TOKENS (1u << 26)
 
-/* The weights, read-only once uploaded. */
+/* The weights, read-only once uploaded: one buffer, packed as
+ * rnnt_search.comp's header says (offsets in floats below). */
 struct gpu_transducer {
   gpu_device *dev;
   int vocab, hidden, layers, joint, n_dur, max_symbols, act;
-  gpu_buffer *embed, *wx[TRANSDUCER_MAX_LAYERS], *wh[TRANSDUCER_MAX_LAYERS],
-      *b[TRANSDUCER_MAX_LAYERS], *pred_w, *pred_b, *out_w, *out_b, *dur;
+  uint32_t off_pred, off_out;  /* where pred_w and out_w start in wts */
+  uint32_t pwg;                /* rnnt_search's workgroup size; 0: no fit */
+  bool probed;                 /* rnnt_search passed its probe with these constants */
+  gpu_buffer *wts, *dur;
 };
 
 /* What one search writes. */
 struct gpu_transducer_search {
   const gpu_transducer *g;
+  gpu_search_mode mode;
   gpu_rec *rec;
   gpu_buffer *state, *h, *c, *p, *logits, *out; /* out: room for `room` tokens */
   uint32_t room;
+  gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
+  uint32_t clips;
+  uint32_t budget; /* gpu_transducer_search_force: steps per dispatch (0: not forced) */
+  const gpu_buffer *enc; /* the encoder buffer of the last search, and its size */
+  size_t enc_bytes;
 };
 
 void gpu_transducer_free(gpu_transducer *g) {
   if (!g) return;
-  gpu_buffer *all[] = {g->embed, g->pred_w, g->pred_b, g->out_w, g->out_b, g->dur};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
-  for (int l = 0; l < TRANSDUCER_MAX_LAYERS; l++) {
-    gpu_buffer_free(g->wx[l]);
-    gpu_buffer_free(g->wh[l]);
-    gpu_buffer_free(g->b[l]);
-  }
+  gpu_buffer_free(g->wts);
+  gpu_buffer_free(g->dur);
   free(g);
 }
 
 void gpu_transducer_search_free(gpu_transducer_search *s) {
   if (!s) return;
-  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out};
+  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out, s->pstate, s->work};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
   gpu_rec_free(s->rec);
   free(s);
+}
+
+bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && g->probed; }
+
+void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
+
+void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s->budget = budget; }
+
+static gpu_search_mode mode_from_env(void) {
+  const char *e = getenv("STENO_SEARCH");
+  if (e && !strcasecmp(e, "persistent")) return GPU_SEARCH_PERSISTENT;
+  if (e && !strcasecmp(e, "steps")) return GPU_SEARCH_STEPS;
+  return GPU_SEARCH_AUTO;
 }
 
 int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **out) {
@@ -55,6 +82,7 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
   gpu_transducer_search *s = mem_alloc(1, sizeof *s);
   if (!s) return STENO_ERR_NOMEM;
   s->g = g;
+  s->mode = mode_from_env();
   size_t H = (size_t)g->hidden, hc = 2 * (size_t)g->layers * H * sizeof(float);
   gpu_device *d = g->dev;
   int st = gpu_buffer_new(d, ST_WORDS * 4, &s->state);
@@ -72,26 +100,52 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
   return 0;
 }
 
+/* Floats of the packed weights: embed, per layer wx, wh, b, then the
+ * predictor projection and the output layer with their biases. */
+static size_t packed_floats(const transducer *m, size_t *pred, size_t *out) {
+  size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
+  *pred = (size_t)m->vocab * H + (size_t)m->layers * (8 * H * H + 4 * H);
+  *out = *pred + J * H + J;
+  return *out + R * J + R;
+}
+
 static int upload_all(gpu_transducer *g, const transducer *m) {
   size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
+  size_t pred, out, all = packed_floats(m, &pred, &out), at = (size_t)m->vocab * H, f = sizeof(float);
   gpu_device *d = g->dev;
-  TRY(gpu_buffer_from(d, m->embed, (size_t)m->vocab * H * sizeof(float), &g->embed));
-  for (int l = 0; l < m->layers; l++) {
-    TRY(gpu_buffer_from(d, m->wx[l], 4 * H * H * sizeof(float), &g->wx[l]));
-    TRY(gpu_buffer_from(d, m->wh[l], 4 * H * H * sizeof(float), &g->wh[l]));
-    TRY(gpu_buffer_from(d, m->b[l], 4 * H * sizeof(float), &g->b[l]));
+  TRY(gpu_buffer_new(d, all * f, &g->wts));
+  TRY(gpu_upload(g->wts, 0, m->embed, at * f));
+  for (int l = 0; l < m->layers; l++, at += 8 * H * H + 4 * H) {
+    TRY(gpu_upload(g->wts, at * f, m->wx[l], 4 * H * H * f));
+    TRY(gpu_upload(g->wts, (at + 4 * H * H) * f, m->wh[l], 4 * H * H * f));
+    TRY(gpu_upload(g->wts, (at + 8 * H * H) * f, m->b[l], 4 * H * f));
   }
-  TRY(gpu_buffer_from(d, m->pred_w, J * H * sizeof(float), &g->pred_w));
-  TRY(gpu_buffer_from(d, m->pred_b, J * sizeof(float), &g->pred_b));
-  TRY(gpu_buffer_from(d, m->out_w, R * J * sizeof(float), &g->out_w));
-  TRY(gpu_buffer_from(d, m->out_b, R * sizeof(float), &g->out_b));
+  TRY(gpu_upload(g->wts, pred * f, m->pred_w, J * H * f));
+  TRY(gpu_upload(g->wts, (pred + J * H) * f, m->pred_b, J * f));
+  TRY(gpu_upload(g->wts, out * f, m->out_w, R * J * f));
+  TRY(gpu_upload(g->wts, (out + R * J) * f, m->out_b, R * f));
+  g->off_pred = (uint32_t)pred;
+  g->off_out = (uint32_t)out;
   int none = 1;
   TRY(gpu_buffer_from(d, m->durations ? (const void *)m->durations : &none,
                       (m->durations ? (size_t)m->n_durations : 1) * sizeof(int), &g->dur));
   return 0;
 }
 
-int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
+/* rnnt_search's workgroup: the largest power of two ≤ 1024 whose shared
+ * memory (4096 floats of vectors, 4·WG of partial sums, WG indices) fits the
+ * device; none below 64 (8 rows per pass). One pipeline per device. */
+static void persistent_fit(gpu_transducer *g, const gpu_info *info) {
+  if (2 * g->hidden > 4096) return;
+  for (uint32_t wg = 1024; wg >= 64; wg /= 2) {
+    if (wg > info->max_workgroup_invocations) continue;
+    if (4 * 4096 + 20 * (size_t)wg + 4 * 32 > info->max_shared_memory) continue;
+    g->pwg = wg;
+    return;
+  }
+}
+
+static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **out) {
   *out = NULL;
   if (transducer_max_steps(m->max_symbols, 1) == 0)
     return err_set(STENO_ERR_INVALID, "transducer with %d symbols per frame (1 to %d)", m->max_symbols,
@@ -99,17 +153,114 @@ int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **ou
   if (m->hidden < 1 || m->hidden > 2048 || m->joint < 1 || m->joint > 4096 || m->layers < 1 ||
       m->layers > TRANSDUCER_MAX_LAYERS || m->vocab < 2)
     return 0;
+  size_t pred, outw, bytes = packed_floats(m, &pred, &outw) * sizeof(float);
+  uint64_t range = gpu_device_info(dev)->max_storage_buffer_range;
+  if (bytes > UINT32_MAX || (range && bytes > range)) return 0; /* offsets are 32-bit words */
   gpu_transducer *g = mem_alloc(1, sizeof *g);
   if (!g) return STENO_ERR_NOMEM;
   *g = (gpu_transducer){.dev = dev, .vocab = m->vocab, .hidden = m->hidden, .layers = m->layers,
                         .joint = m->joint, .n_dur = m->durations ? m->n_durations : 0,
                         .max_symbols = m->max_symbols, .act = (int)m->act};
+  persistent_fit(g, gpu_device_info(dev));
   int st = upload_all(g, m);
   if (st) {
     gpu_transducer_free(g);
     return st;
   }
   *out = g;
+  return 0;
+}
+
+static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d);
+
+/* rnnt_search's probe, with the real decoder's workgroup size, for what a
+ * persistent loop needs beyond core compute: loops that run to the end.
+ * lavapipe stops each loop of an invocation after 65 535 iterations in all,
+ * which a real search's inner products pass within a few steps and which
+ * then drop terms from the sums. The probe model's joint input is all ones
+ * (enc 1, the predictor's output 0) and its output rows 1 and 2 are ones
+ * over J = 2048, row 2 without its last weight but with a bias of 0.5: token
+ * 1 wins (2048 to 2047.5) only where every term is summed; duration 0 always
+ * wins, so the cap moves the search on. One dispatch of 512 steps (its inner
+ * loop runs 256 times a step) must emit exactly PROBE_T · PROBE_SYMBOLS
+ * tokens 1 of duration 0 at the right frames. */
+enum { PROBE_T = 8, PROBE_SYMBOLS = 64, PROBE_H = 8, PROBE_J = 2048, PROBE_V = 4, PROBE_R = 6 };
+
+static bool persistent_probe(gpu_device *dev, uint32_t pwg) {
+  static const float zero[4 * PROBE_H * PROBE_H + PROBE_J * PROBE_H] = {0};
+  static const int durations[2] = {0, 1};
+  static const float out_b[PROBE_R] = {0, 0, 0.5f, 0, 1, 0};
+  float *out_w = calloc((size_t)PROBE_R * PROBE_J, sizeof *out_w);
+  float *enc1 = malloc((size_t)PROBE_T * PROBE_J * sizeof *enc1);
+  for (int i = 0; out_w && i < PROBE_J; i++) out_w[PROBE_J + i] = 1, out_w[2 * PROBE_J + i] = i + 1 < PROBE_J;
+  for (int i = 0; enc1 && i < PROBE_T * PROBE_J; i++) enc1[i] = 1;
+  transducer m = {.vocab = PROBE_V, .hidden = PROBE_H, .layers = 1, .joint = PROBE_J,
+                  .durations = durations, .n_durations = 2, .max_symbols = PROBE_SYMBOLS,
+                  .embed = zero, .wx = {zero}, .wh = {zero}, .b = {zero}, .pred_w = zero,
+                  .pred_b = zero, .out_w = out_w, .out_b = out_b};
+  gpu_transducer *p = NULL;
+  gpu_buffer *enc = NULL;
+  dec_tokens d = {0};
+  bool ok = out_w && enc1 && !new_decoder(dev, &m, &p) && p && p->pwg &&
+            !gpu_buffer_from(dev, enc1, (size_t)PROBE_T * PROBE_J * sizeof(float), &enc);
+  if (ok) {
+    p->pwg = pwg;
+    ok = !probe_run(p, enc, &d) && d.n == PROBE_T * PROBE_SYMBOLS;
+  }
+  for (size_t i = 0; ok && i < d.n; i++)
+    ok = d.v[i].id == 1 && d.v[i].frame == (int)(i / PROBE_SYMBOLS) && d.v[i].frames == 0;
+  dec_free(&d);
+  gpu_buffer_free(enc);
+  gpu_transducer_free(p);
+  free(out_w);
+  free(enc1);
+  err_clear();
+  return ok;
+}
+
+/* The probe's search: every step in one dispatch. */
+static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d) {
+  gpu_transducer_search *s;
+  TRY(gpu_transducer_search_new(p, &s));
+  gpu_transducer_search_force(s, PROBE_T * PROBE_SYMBOLS);
+  int rc = gpu_transducer_greedy(s, enc, PROBE_T, PROBE_J, NULL, d);
+  gpu_transducer_search_free(s);
+  return rc;
+}
+
+/* Probe results by device (name, driver, API version) and workgroup size:
+ * each model load would otherwise probe again (~0.4 s on lavapipe). */
+static struct {
+  char key[sizeof ((gpu_info *)0)->name + sizeof ((gpu_info *)0)->driver + 16];
+  bool ok;
+} probes[8];
+static int nprobes;
+static pthread_mutex_t probes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool probed(gpu_device *dev, uint32_t wg) {
+  const gpu_info *info = gpu_device_info(dev);
+  char key[sizeof probes[0].key];
+  snprintf(key, sizeof key, "%s|%s|%u|%u", info->name, info->driver, info->api_version, wg);
+  pthread_mutex_lock(&probes_lock);
+  for (int i = 0; i < nprobes; i++)
+    if (!strcmp(probes[i].key, key)) {
+      bool ok = probes[i].ok;
+      pthread_mutex_unlock(&probes_lock);
+      return ok;
+    }
+  bool ok = persistent_probe(dev, wg);
+  if (nprobes < (int)(sizeof probes / sizeof *probes)) {
+    snprintf(probes[nprobes].key, sizeof probes[nprobes].key, "%s", key);
+    probes[nprobes++].ok = ok;
+  }
+  pthread_mutex_unlock(&probes_lock);
+  return ok;
+}
+
+int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
+  TRY(new_decoder(dev, m, out));
+  gpu_transducer *g = *out;
+  if (g && g->pwg) g->probed = probed(dev, g->pwg);
   return 0;
 }
 
@@ -120,50 +271,82 @@ static void record_predict(gpu_transducer_search *s) {
   uint32_t H = (uint32_t)g->hidden, L = (uint32_t)g->layers;
   gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", NULL, 0);
   gpu_kernel *pred = gpu_rec_kernel(s->rec, "rnnt_pred", NULL, 0);
+  gpu_buffer *lb[] = {s->state, g->wts, s->h, s->c};
   for (uint32_t l = 0; l < L; l++) {
-    uint32_t push[3] = {H, l, L};
-    gpu_buffer *b[] = {s->state, g->embed, g->wx[l], g->wh[l], g->b[l], s->h, s->c};
-    gpu_dispatch(s->rec, lstm, b, 7, push, sizeof push, (H + 3) / 4, 1, 1); /* 4 units each */
+    uint32_t push[4] = {H, l, L, (uint32_t)g->vocab};
+    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, 1, 1); /* 4 units each */
   }
-  uint32_t push[3] = {H, (uint32_t)g->joint, L};
-  gpu_buffer *b[] = {s->state, g->pred_w, g->pred_b, s->h, s->p};
-  gpu_dispatch(s->rec, pred, b, 5, push, sizeof push, ((uint32_t)g->joint + 31) / 32, 1, 1);
+  uint32_t push[4] = {H, (uint32_t)g->joint, L, g->off_pred};
+  gpu_buffer *b[] = {s->state, g->wts, s->h, s->p};
+  gpu_dispatch(s->rec, pred, b, 4, push, sizeof push, ((uint32_t)g->joint + 31) / 32, 1, 1);
 }
 
-static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t, uint32_t stride,
-                         int n) {
+static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
+                         uint32_t stride, int n) {
   const gpu_transducer *g = s->g;
   uint32_t R = (uint32_t)(g->vocab + g->n_dur);
   gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", NULL, 0);
-  uint32_t push[8] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
-                      t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols};
-  gpu_buffer *b[] = {s->state, enc, s->p, g->out_w, g->out_b, s->logits, g->dur, s->out};
+  uint32_t push[10] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
+                       clip.t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols,
+                       g->off_out, clip.first};
+  gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out};
   for (int i = 0; i < n; i++) {
-    gpu_dispatch(s->rec, joint, b, 8, push, sizeof push, (R + 31) / 32, 1, 1);
+    gpu_dispatch(s->rec, joint, b, 7, push, sizeof push, (R + 31) / 32, 1, 1);
     record_predict(s);
   }
 }
 
-/* Room for every token a search over t frames can emit. */
-static int fit(gpu_transducer_search *s, uint32_t room) {
+/* A new recorder: the recorder keeps descriptor sets by VkBuffer handle,
+ * and a buffer made after one was freed may get the freed one's handle. So
+ * after any buffer it binds is replaced, its sets are dropped. */
+static int renew_rec(gpu_transducer_search *s) {
+  gpu_rec_free(s->rec);
+  s->rec = NULL;
+  TRY(gpu_rec_new(s->g->dev, &s->rec));
+  gpu_rec_profile(s->rec, "transducer search");
+  return 0;
+}
+
+/* Room for every token a search over t frames can emit; a new recorder
+ * where the caller's encoder buffer may have been replaced. */
+static int fit(gpu_transducer_search *s, uint32_t room, const gpu_buffer *enc) {
+  if (enc != s->enc || gpu_buffer_size(enc) != s->enc_bytes) {
+    TRY(renew_rec(s));
+    s->enc = enc, s->enc_bytes = gpu_buffer_size(enc);
+  }
   if (s->out && s->room >= room) return 0;
   gpu_buffer_free(s->out);
   s->out = NULL;
+  TRY(renew_rec(s));
   TRY(gpu_buffer_new(s->g->dev, (size_t)room * 16, &s->out));
   s->room = room;
   return 0;
 }
 
-int gpu_transducer_greedy(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t, uint32_t stride,
-                          const transducer_abort *stop, dec_tokens *out) {
+/* Appends the n tokens recorded at out[base ..] to d. */
+static int take_tokens(gpu_transducer_search *s, uint32_t base, uint32_t n, dec_tokens *d) {
+  if (!n) return 0;
+  uint32_t *rec = mem_alloc((size_t)n * 4, sizeof *rec);
+  if (!rec) return STENO_ERR_NOMEM;
+  int rc = gpu_download(s->out, (size_t)base * 16, rec, (size_t)n * 16);
+  for (uint32_t i = 0; !rc && i < n; i++) {
+    dec_token t = {.id = (int)rec[4 * i], .frame = (int)rec[4 * i + 1], .frames = (int)rec[4 * i + 2]};
+    memcpy(&t.p, &rec[4 * i + 3], sizeof t.p);
+    rc = dec_push(d, t);
+  }
+  free(rec);
+  return rc;
+}
+
+/* The steps search over one clip. */
+static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
+                        uint32_t stride, const transducer_abort *stop, dec_tokens *out) {
   const gpu_transducer *g = s->g;
-  uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, t);
-  if (steps > (1u << 26) || (uint64_t)t * stride > gpu_buffer_size(enc) / sizeof(float))
-    return err_set(STENO_ERR_INVALID, "transducer search over %u frames of %u", t, stride);
+  uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clip.t);
   uint32_t room = steps > 0 ? (uint32_t)steps : 1;
-  TRY(fit(s, room));
+  TRY(fit(s, room, enc));
   uint32_t st[ST_WORDS] = {0};
-  st[ST_DONE] = !(t > 0 && steps > 0);
+  st[ST_DONE] = !(clip.t > 0 && steps > 0);
   st[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
   st[ST_EMIT] = 1; /* the search starts from the blank token fed to a zero state */
   st[ST_TOK] = (uint32_t)g->vocab - 1;
@@ -179,19 +362,113 @@ int gpu_transducer_greedy(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t,
   for (int chunk = CHUNK_FIRST, first = 1; !rc && !st[ST_DONE]; first = 0) {
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
     if (first) record_predict(s);
-    record_steps(s, enc, t, stride, chunk);
+    record_steps(s, enc, clip, stride, chunk);
     if ((rc = gpu_rec_run(s->rec)) || (rc = gpu_download(s->state, 0, st, sizeof st))) break;
     if (chunk < CHUNK_LAST) chunk *= 2;
   }
-  uint32_t n = st[ST_OUT] < room ? st[ST_OUT] : room;
-  uint32_t *rec = rc || !n ? NULL : mem_alloc((size_t)n * 4, sizeof *rec);
-  if (!rc && n && !rec) rc = STENO_ERR_NOMEM;
-  if (!rc && n) rc = gpu_download(s->out, 0, rec, (size_t)n * 16);
-  for (uint32_t i = 0; !rc && i < n; i++) {
-    dec_token d = {.id = (int)rec[4 * i], .frame = (int)rec[4 * i + 1], .frames = (int)rec[4 * i + 2]};
-    memcpy(&d.p, &rec[4 * i + 3], sizeof d.p);
-    rc = dec_push(out, d);
+  return rc ? rc : take_tokens(s, 0, st[ST_OUT] < room ? st[ST_OUT] : room, out);
+}
+
+/* Per clip state and scratch for n clips (persistent), grown as needed. */
+static int fit_clips(gpu_transducer_search *s, uint32_t n) {
+  if (s->pstate && s->clips >= n) return 0;
+  gpu_buffer_free(s->pstate);
+  gpu_buffer_free(s->work);
+  s->pstate = s->work = NULL;
+  s->clips = 0;
+  TRY(renew_rec(s));
+  const gpu_transducer *g = s->g;
+  size_t w = 2 * (size_t)g->layers * g->hidden + 4 * (size_t)g->hidden + (size_t)g->joint +
+             (size_t)(g->vocab + g->n_dur);
+  TRY(gpu_buffer_new(g->dev, (size_t)n * PS_WORDS * 4, &s->pstate));
+  TRY(gpu_buffer_new(g->dev, (size_t)n * w * sizeof(float), &s->work));
+  s->clips = n;
+  return 0;
+}
+
+/* Records one rnnt_search dispatch of `budget` steps over n clips. */
+static void record_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride, uint32_t n,
+                          uint32_t budget) {
+  const gpu_transducer *g = s->g;
+  gpu_kernel *k = gpu_rec_kernel(s->rec, "rnnt_search", &g->pwg, 1);
+  uint32_t w = (uint32_t)(2 * g->layers * g->hidden + 4 * g->hidden + g->joint + g->vocab + g->n_dur);
+  uint32_t push[10] = {stride, (uint32_t)g->hidden, (uint32_t)g->joint, (uint32_t)g->layers,
+                       (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->act,
+                       (uint32_t)g->max_symbols, budget, w};
+  gpu_buffer *b[] = {s->pstate, enc, g->wts, g->dur, s->work, s->out};
+  gpu_dispatch(s->rec, k, b, 6, push, sizeof push, n, 1, 1);
+}
+
+/* Whether every clip's search has ended. */
+static bool all_done(const uint32_t *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (!st[i * PS_WORDS + PS_DONE]) return false;
+  return true;
+}
+
+/* The persistent search over n clips: the states set up on the host, then
+ * chunks of steps until every clip is done. */
+static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
+                             const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
+                             dec_tokens *out) {
+  uint32_t *st = mem_alloc((size_t)n * PS_WORDS, sizeof *st);
+  if (!st) return STENO_ERR_NOMEM;
+  memset(st, 0, (size_t)n * PS_WORDS * sizeof *st);
+  uint32_t base = 0;
+  for (int i = 0; i < n; i++) {
+    uint32_t *c = st + (size_t)i * PS_WORDS;
+    uint64_t steps = (uint64_t)transducer_max_steps(s->g->max_symbols, clips[i].t);
+    c[PS_DONE] = !(clips[i].t > 0 && steps > 0);
+    c[PS_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
+    c[PS_ROOM] = steps > 0 ? (uint32_t)steps : 1;
+    c[PS_BASE] = base;
+    c[PS_T] = clips[i].t;
+    c[PS_FIRST] = clips[i].first;
+    c[PS_FRESH] = 1;
+    base += c[PS_ROOM];
   }
-  free(rec);
+  int rc = fit(s, base, enc);
+  if (!rc) rc = fit_clips(s, (uint32_t)n);
+  if (!rc) rc = gpu_upload(s->pstate, 0, st, (size_t)n * PS_WORDS * 4);
+  for (uint32_t chunk = CHUNK_FIRST; !rc && !all_done(st, n);) {
+    if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
+    record_search(s, enc, stride, (uint32_t)n, s->budget ? s->budget : chunk);
+    if (!(rc = gpu_rec_run(s->rec))) rc = gpu_download(s->pstate, 0, st, (size_t)n * PS_WORDS * 4);
+    if (chunk < CHUNK_LAST) chunk *= 2;
+  }
+  for (int i = 0; !rc && i < n; i++) {
+    const uint32_t *c = st + (size_t)i * PS_WORDS;
+    rc = take_tokens(s, c[PS_BASE], c[PS_OUT] < c[PS_ROOM] ? c[PS_OUT] : c[PS_ROOM], &out[i]);
+  }
+  free(st);
   return rc;
+}
+
+int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
+                                const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
+                                dec_tokens *out) {
+  const gpu_transducer *g = s->g;
+  uint64_t rows = gpu_buffer_size(enc) / sizeof(float) / (stride ? stride : 1), tokens = 0;
+  if (n < 0 || (n > 0 && (!clips || !out)) || stride < (uint32_t)g->joint)
+    return err_set(STENO_ERR_INVALID, "transducer search over %d clips of stride %u", n, stride);
+  for (int i = 0; i < n; i++) {
+    uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clips[i].t);
+    tokens += steps > 0 ? steps : 1;
+    if (tokens > MAX_TOKENS || (uint64_t)clips[i].first + clips[i].t > rows)
+      return err_set(STENO_ERR_INVALID, "transducer search: clip %d of %u frames at row %u (%llu rows)",
+                     i, clips[i].t, clips[i].first, (unsigned long long)rows);
+  }
+  if (n == 0) return 0;
+  bool persistent = (g->pwg && g->probed && (s->mode == GPU_SEARCH_PERSISTENT ||
+                                             (s->mode == GPU_SEARCH_AUTO && n >= GPU_SEARCH_AUTO_BATCH))) ||
+                    (g->pwg && s->budget);
+  if (persistent) return persistent_search(s, enc, stride, clips, n, stop, out);
+  for (int i = 0; i < n; i++) TRY(steps_search(s, enc, clips[i], stride, stop, &out[i]));
+  return 0;
+}
+
+int gpu_transducer_greedy(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t, uint32_t stride,
+                          const transducer_abort *stop, dec_tokens *out) {
+  gpu_transducer_clip clip = {0, t};
+  return gpu_transducer_search_batch(s, enc, stride, &clip, 1, stop, out);
 }

@@ -1,8 +1,11 @@
 /* Greedy transducer decoding on the GPU (RNN-T and TDT): the search of
  * decode/transducer.c's transducer_greedy with the LSTM predictor, the joint
- * and each step's choice in kernels (rnnt_joint, rnnt_lstm, rnnt_pred.comp), so the weights stay on the
- * device and the host only looks, every few hundred steps, whether the
- * search has ended. It is an nn/ block, not gpu/, because it takes decode/'s
+ * and each step's choice in kernels, so the weights stay on the device and
+ * the host only looks, every few hundred steps, whether the search has
+ * ended. Two ways to run it: "steps" (rnnt_joint, rnnt_lstm, rnnt_pred.comp:
+ * ~4 dispatches per step, each product spread over many workgroups, one
+ * clip at a time) and "persistent" (rnnt_search.comp: one workgroup per clip
+ * looping over up to 512 steps per dispatch, a batch of clips at once). It is an nn/ block, not gpu/, because it takes decode/'s
  * transducer weights and gives its token lists; the transducer families
  * (Parakeet, GigaAM) share it. */
 #ifndef STENO_NN_TRANSDUCER_GPU_H
@@ -17,7 +20,16 @@
 typedef struct gpu_transducer gpu_transducer;
 typedef struct gpu_transducer_search gpu_transducer_search;
 
-/* Uploads m's weights (f32); STENO_ERR_INVALID for a max_symbols that
+/* Which kernels search. AUTO: persistent for a batch of
+ * GPU_SEARCH_AUTO_BATCH clips or more, steps otherwise (one workgroup streams
+ * the weights slower than the steps path's many: docs/perf.md). The
+ * environment's STENO_SEARCH=persistent|steps sets a search's mode when it
+ * is made (for A/B runs); persistent falls back to steps where the kernel
+ * does not fit the device's workgroup limits. */
+typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
+#define GPU_SEARCH_AUTO_BATCH 4
+
+/* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a max_symbols that
  * transducer_greedy refuses. *out stays NULL where the shapes
  * exceed the kernels' shared memory (hidden > 2048, joint > 4096): the CPU
  * path decodes those. */
@@ -27,11 +39,33 @@ void gpu_transducer_free(gpu_transducer *g);
 /* A search's buffers for g's shapes; g must outlive it. */
 int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **out);
 void gpu_transducer_search_free(gpu_transducer_search *s);
+void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode);
+/* Whether the persistent kernel fits this decoder on its device and passed
+ * its probe there (a search of ~1 000 steps in one dispatch: lavapipe, which
+ * cuts long loops off, fails it and searches in steps). */
+bool gpu_transducer_persistent(const gpu_transducer *g);
+/* For tests: the persistent kernel whether or not it passed its probe (only
+ * where it fits), at most `budget` steps per dispatch; 0 undoes it. */
+void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget);
 
 /* transducer_greedy over `t` frames of enc [t][stride] on the device: the
  * same tokens, frames and durations; confidences summed in f32. Polls stop
  * before each chunk of steps (at most 512: well under a second). */
 int gpu_transducer_greedy(gpu_transducer_search *s, gpu_buffer *enc, uint32_t t, uint32_t stride,
                           const transducer_abort *stop, dec_tokens *out);
+
+/* One clip of a batch: its frames are enc rows first .. first + t − 1. */
+typedef struct {
+  uint32_t first, t;
+} gpu_transducer_clip;
+
+/* transducer_greedy over each of n clips of enc (rows of `stride`, clips
+ * anywhere in it, e.g. [n][t_max] padded), the tokens of clip i appended to
+ * out[i]: the same tokens as n separate searches. Persistent mode searches
+ * all clips in one dispatch per chunk of steps; steps mode one after another.
+ * Polls stop before each chunk. */
+int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
+                                const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
+                                dec_tokens *out);
 
 #endif

@@ -13,13 +13,14 @@
 //        [0] done  [1] step (frame)  [2] steps left  [3] tokens of duration 0 at this frame
 //        [4] emit: the LSTM takes `tok` this step  [5] cur: which h/c copy is current
 //        [6] tok  [7] tokens out  [8] room for tokens  [9] workgroups finished
-// enc    f32 (binding 1): the joint's encoder projection, frame s at s·stride
+// enc    f32 (binding 1): the joint's encoder projection, frame s at
+//        (first + s)·stride
 // p      f32 (binding 2): the predictor's projection [joint]
-// w      f32 (binding 3): the output layer, [rows][joint]
-// b      f32 (binding 4): [rows]
-// logits f32 (binding 5): [rows] (vocabulary with blank, then TDT durations)
-// dur    int (binding 6): the durations in frames (TDT)
-// out    uint (binding 7): per token id, frame, frames, confidence (f32 bits)
+// wts    f32 (binding 3): the packed weights (rnnt_search.comp): the output
+//        layer w [rows][joint] at `at`, then b [rows]
+// logits f32 (binding 4): [rows] (vocabulary with blank, then TDT durations)
+// dur    int (binding 5): the durations in frames (TDT)
+// out    uint (binding 6): per token id, frame, frames, confidence (f32 bits)
 // A workgroup of 256 takes 32 rows, 8 invocations per row (neighbours read
 // neighbouring words), their partial sums added in shared memory; z in
 // shared memory too (joint ≤ 4096). A token that is not blank is written out
@@ -31,15 +32,15 @@ layout(local_size_x = 8, local_size_y = 32) in;
 layout(std430, binding = 0) coherent buffer State { uint state[]; };
 layout(std430, binding = 1) readonly buffer Enc { float enc[]; };
 layout(std430, binding = 2) readonly buffer P { float pv[]; };
-layout(std430, binding = 3) readonly buffer W { float w[]; };
-layout(std430, binding = 4) readonly buffer B { float b[]; };
-layout(std430, binding = 5) coherent buffer Logits { float logits[]; };
-layout(std430, binding = 6) readonly buffer Dur { int dur[]; };
-layout(std430, binding = 7) writeonly buffer Out { uint outv[]; };
+layout(std430, binding = 3) readonly buffer Wts { float wts[]; };
+layout(std430, binding = 4) coherent buffer Logits { float logits[]; };
+layout(std430, binding = 5) readonly buffer Dur { int dur[]; };
+layout(std430, binding = 6) writeonly buffer Out { uint outv[]; };
 
 layout(push_constant) uniform Push {
   uint stride, joint, rows, act; // act: 0 ReLU, 1 sigmoid, 2 tanh
   uint t, vocab, n_dur, max_symbols;
+  uint at, first;
 } pc;
 
 shared float z[4096], part[32][8];
@@ -148,7 +149,7 @@ void pick_step(uint me) {
 void main() {
   if (state[0] != 0) return;
   uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * 8 + lane;
-  uint e = state[1] * pc.stride;
+  uint e = (pc.first + state[1]) * pc.stride;
   for (uint c = me; c < pc.joint; c += 256) {
     float v = enc[e + c] + pv[c];
     z[c] = pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
@@ -157,13 +158,13 @@ void main() {
   uint r = gl_WorkGroupID.x * 32 + y;
   float s = 0.0;
   if (r < pc.rows)
-    for (uint c = lane; c < pc.joint; c += 8) s += w[r * pc.joint + c] * z[c];
+    for (uint c = lane; c < pc.joint; c += 8) s += wts[pc.at + r * pc.joint + c] * z[c];
   part[y][lane] = s;
   barrier();
   if (lane == 0 && r < pc.rows) {
     float sum = 0.0;
     for (uint i = 0; i < 8; i++) sum += part[y][i];
-    logits[r] = b[r] + sum;
+    logits[r] = wts[pc.at + pc.rows * pc.joint + r] + sum;
   }
   // Hand-off: this workgroup's logits visible, then count it in.
   memoryBarrierBuffer();

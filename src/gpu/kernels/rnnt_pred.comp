@@ -3,22 +3,21 @@
 // the search emitted a token (rnnt_joint.comp's state[4]):
 //   p[j] = b[j] + Σ_i w[j][i]·h[cur ^ 1][layers − 1][i]
 // state  uint (binding 0): [0] done, [4] emit, [5] cur
-// w      f32 (binding 1): the projection, [joint][hidden]
-// b      f32 (binding 2): [joint]
-// h      f32 (binding 3): [2][layers][hidden] (rnnt_lstm.comp)
-// p      f32 (binding 4): [joint]
+// wts    f32 (binding 1): the packed weights (rnnt_search.comp): the
+//        projection w [joint][hidden] at `at`, then b [joint]
+// h      f32 (binding 2): [2][layers][hidden] (rnnt_lstm.comp)
+// p      f32 (binding 3): [joint]
 // 32 outputs per workgroup, 8 invocations each (as rnnt_joint.comp); the
 // LSTM output in shared memory (hidden ≤ 2048).
 layout(local_size_x = 8, local_size_y = 32) in;
 
 layout(std430, binding = 0) readonly buffer State { uint state[]; };
-layout(std430, binding = 1) readonly buffer W { float w[]; };
-layout(std430, binding = 2) readonly buffer B { float b[]; };
-layout(std430, binding = 3) readonly buffer H { float h[]; };
-layout(std430, binding = 4) writeonly buffer P { float pv[]; };
+layout(std430, binding = 1) readonly buffer Wts { float wts[]; };
+layout(std430, binding = 2) readonly buffer H { float h[]; };
+layout(std430, binding = 3) writeonly buffer P { float pv[]; };
 
 layout(push_constant) uniform Push {
-  uint hidden, joint, layers;
+  uint hidden, joint, layers, at;
 } pc;
 
 shared float hs[2048], part[32][8];
@@ -32,11 +31,11 @@ void main() {
   uint j = gl_WorkGroupID.x * 32 + y;
   float s = 0.0;
   if (j < pc.joint)
-    for (uint i = lane; i < H; i += 8) s += w[j * H + i] * hs[i];
+    for (uint i = lane; i < H; i += 8) s += wts[pc.at + j * H + i] * hs[i];
   part[y][lane] = s;
   barrier();
   if (lane != 0 || j >= pc.joint) return;
   float sum = 0.0;
   for (uint i = 0; i < 8; i++) sum += part[y][i];
-  pv[j] = b[j] + sum;
+  pv[j] = wts[pc.at + pc.joint * H + j] + sum;
 }
