@@ -4,6 +4,8 @@
 GGUF layout, with the reference numbers the C engine's parity test compares against.
 
     python scripts/sortformer_ref.py        # writes tests/fixtures/sortformer_tiny{,.ref}.gguf
+    python scripts/sortformer_ref.py --real-shape build/sortformer_real   # the published shapes,
+                                            # random weights, F32 (471 MB; timing and load checks)
 
 Written from the spec (shared/spec/gguf-conformer-families.md section 4) and NeMo's public
 SortformerModules (streaming_feat_loader, streaming_update, _compress_spkcache and its
@@ -500,7 +502,29 @@ def build(c: dict, seed: int, mel: np.ndarray):
     return enc, diar, margins, chunks, preds, compressions, n_sil
 
 
+# The published model's shapes (spec 4.1), for timing and load checks with random weights.
+REAL = dict(seed=42, mels=128, channels=256, d=512, heads=8, ff=2048, kernel=9, layers=17,
+            tf_d=192, tf_heads=8, tf_ff=768, tf_layers=18, spk=4,
+            chunk=188, cache=188, fifo=0, period=188)
+
+
+def real_shape(out: Path) -> int:
+    """diar_streaming_sortformer_4spk-v2.1's shapes, random weights, F32 (no reference)."""
+    c = REAL
+    torch.manual_seed(c["seed"])
+    g = torch.Generator().manual_seed(c["seed"])
+    enc = build_encoder(c)
+    stats = [(k, b) for k, b in enc.named_buffers() if k.endswith(("running_mean", "running_var"))]
+    init_params(list(enc.named_parameters()) + stats, g)
+    out.mkdir(parents=True, exist_ok=True)
+    write_model(out / "sortformer_real.gguf", c, tensor_plan(enc, make_diar(c, g)))
+    print(f"wrote {out / 'sortformer_real.gguf'}")
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--real-shape":
+        return real_shape(Path(sys.argv[2]))
     c = TINY
     out = ROOT / "tests" / "fixtures"
     pcm, desc = make_clip()
