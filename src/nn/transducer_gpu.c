@@ -31,7 +31,6 @@ struct gpu_transducer {
   int vocab, hidden, layers, joint, n_dur, max_symbols, act;
   uint32_t off_pred, off_out;  /* where pred_w and out_w start in wts */
   uint32_t pwg;                /* rnnt_search's workgroup size; 0: no fit */
-  bool probed;                 /* rnnt_search passed its probe with these constants */
   gpu_buffer *wts, *dur;
 };
 
@@ -64,7 +63,9 @@ void gpu_transducer_search_free(gpu_transducer_search *s) {
   free(s);
 }
 
-bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && g->probed; }
+static bool probed(gpu_device *dev, uint32_t wg);
+
+bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && probed(g->dev, g->pwg); }
 
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
@@ -173,18 +174,19 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
 
 static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d);
 
-/* rnnt_search's probe, with the real decoder's workgroup size, for what a
- * persistent loop needs beyond core compute: loops that run to the end.
- * lavapipe stops each loop of an invocation after 65 535 iterations in all,
- * which a real search's inner products pass within a few steps and which
- * then drop terms from the sums. The probe model's joint input is all ones
+/* The second half of rnnt_search's probe (the first, loops_probe: loops run
+ * to the end — lavapipe stops an invocation's loops after 65 535 iterations
+ * in all, which a real search's inner products pass within a few steps, and
+ * which then drop terms from the sums): a search in one dispatch, with the
+ * real decoder's workgroup size. The probe model's joint input is all ones
  * (enc 1, the predictor's output 0) and its output rows 1 and 2 are ones
- * over J = 2048, row 2 without its last weight but with a bias of 0.5: token
- * 1 wins (2048 to 2047.5) only where every term is summed; duration 0 always
- * wins, so the cap moves the search on. One dispatch of 512 steps (its inner
- * loop runs 256 times a step) must emit exactly PROBE_T · PROBE_SYMBOLS
- * tokens 1 of duration 0 at the right frames. */
-enum { PROBE_T = 8, PROBE_SYMBOLS = 64, PROBE_H = 8, PROBE_J = 2048, PROBE_V = 4, PROBE_R = 6 };
+ * over J = 4096, row 2 without its last weight but with a bias of 0.5: token
+ * 1 wins (4096 to 4095.5) only where every term is summed; duration 0 always
+ * wins, so the cap moves the search on. One dispatch of 256 steps (its inner
+ * loop runs 512 times a step) must emit exactly PROBE_T · PROBE_SYMBOLS
+ * tokens 1 of duration 0 at the right frames. Run on first use (a batch, or
+ * a forced mode), once per device and workgroup size in a process. */
+enum { PROBE_T = 4, PROBE_SYMBOLS = 64, PROBE_H = 8, PROBE_J = 4096, PROBE_V = 4, PROBE_R = 6 };
 
 static bool persistent_probe(gpu_device *dev, uint32_t pwg) {
   static const float zero[4 * PROBE_H * PROBE_H + PROBE_J * PROBE_H] = {0};
@@ -228,6 +230,30 @@ static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d) {
   return rc;
 }
 
+/* The first half of the probe: rnnt_search's count_loops must count 2^18
+ * iterations of a flat loop and of a nested one. */
+static bool loops_probe(gpu_device *dev, uint32_t wg) {
+  enum { N = 1 << 18 };
+  uint32_t st[PS_WORDS] = {0};
+  gpu_buffer *b = NULL;
+  gpu_rec *rec = NULL;
+  gpu_kernel *k = NULL;
+  int rc = gpu_buffer_from(dev, st, sizeof st, &b);
+  if (!rc) rc = gpu_rec_new(dev, &rec);
+  if (!rc) rc = gpu_kernel_get(dev, "rnnt_search", &wg, 1, &k);
+  if (!rc) rc = gpu_rec_begin(rec);
+  if (!rc) {
+    uint32_t push[10] = {0, 0, 0, 0, 0, 0, 0, 0, UINT32_MAX, N};
+    gpu_buffer *bufs[] = {b, b, b, b, b, b};
+    gpu_dispatch(rec, k, bufs, 6, push, sizeof push, 1, 1, 1);
+    rc = gpu_rec_run(rec);
+  }
+  if (!rc) rc = gpu_download(b, 0, st, sizeof st);
+  gpu_rec_free(rec);
+  gpu_buffer_free(b);
+  return !rc && st[0] == N && st[1] == N;
+}
+
 /* Probe results by device (name, driver, API version) and workgroup size:
  * each model load would otherwise probe again (~0.4 s on lavapipe). */
 static struct {
@@ -248,7 +274,8 @@ static bool probed(gpu_device *dev, uint32_t wg) {
       pthread_mutex_unlock(&probes_lock);
       return ok;
     }
-  bool ok = persistent_probe(dev, wg);
+  bool ok = loops_probe(dev, wg) && persistent_probe(dev, wg);
+  err_clear();
   if (nprobes < (int)(sizeof probes / sizeof *probes)) {
     snprintf(probes[nprobes].key, sizeof probes[nprobes].key, "%s", key);
     probes[nprobes++].ok = ok;
@@ -258,10 +285,7 @@ static bool probed(gpu_device *dev, uint32_t wg) {
 }
 
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out) {
-  TRY(new_decoder(dev, m, out));
-  gpu_transducer *g = *out;
-  if (g && g->pwg) g->probed = probed(dev, g->pwg);
-  return 0;
+  return new_decoder(dev, m, out);
 }
 
 /* The LSTM on the token in state[ST_TOK] and the predictor projection (both
@@ -459,9 +483,8 @@ int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint3
                      i, clips[i].t, clips[i].first, (unsigned long long)rows);
   }
   if (n == 0) return 0;
-  bool persistent = (g->pwg && g->probed && (s->mode == GPU_SEARCH_PERSISTENT ||
-                                             (s->mode == GPU_SEARCH_AUTO && n >= GPU_SEARCH_AUTO_BATCH))) ||
-                    (g->pwg && s->budget);
+  bool want = s->mode == GPU_SEARCH_PERSISTENT || (s->mode == GPU_SEARCH_AUTO && n >= GPU_SEARCH_AUTO_BATCH);
+  bool persistent = (s->budget && g->pwg) || (want && gpu_transducer_persistent(g));
   if (persistent) return persistent_search(s, enc, stride, clips, n, stop, out);
   for (int i = 0; i < n; i++) TRY(steps_search(s, enc, clips[i], stride, stop, &out[i]));
   return 0;

@@ -41,8 +41,9 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
 void gpu_transducer_search_free(gpu_transducer_search *s);
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode);
 /* Whether the persistent kernel fits this decoder on its device and passed
- * its probe there (a search of ~1 000 steps in one dispatch: lavapipe, which
- * cuts long loops off, fails it and searches in steps). */
+ * its probe there (a search of 256 steps in one dispatch, run on the first
+ * call, once per device in a process: lavapipe, which cuts long loops off,
+ * fails it and searches in steps). */
 bool gpu_transducer_persistent(const gpu_transducer *g);
 /* For tests: the persistent kernel whether or not it passed its probe (only
  * where it fits), at most `budget` steps per dispatch; 0 undoes it. */

@@ -216,8 +216,25 @@ void step(uint w) {
   if (pick_tok != 0xffffffffu) predict(w, pick_tok);
 }
 
+// The probe's loop count (budget ~0): a flat loop of n = pc.work iterations
+// and a nested one of 512 × n/512, counted into state[0] and state[1]; the
+// step of 1 + (i & state[S_FRESH]) (0 there) keeps a compiler from folding
+// them. A device that stops long loops (lavapipe: 65 535 iterations per
+// invocation in all) counts fewer.
+void count_loops() {
+  uint a = 0, b = 0, x = state[S_FRESH];
+  for (uint i = 0; i < pc.work; i++) a += 1u + (i & x);
+  for (uint i = 0; i < 512u; i++)
+    for (uint j = 0; j < pc.work / 512u; j++) b += 1u + (j & x);
+  if (me == 0) state[0] = a, state[1] = b;
+}
+
 void main() {
   uint clip = gl_WorkGroupID.x, w = clip * pc.work;
+  if (pc.budget == 0xffffffffu) {
+    count_loops();
+    return;
+  }
   if (me < S_WORDS) st[me] = state[clip * S_WORDS + me];
   barrier();
   if (st[S_DONE] != 0) return;
