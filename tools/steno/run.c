@@ -278,24 +278,106 @@ static int rttm_add(const run_opts *o, out_file *rttm, const steno_result *r, co
   return 1;
 }
 
+/* Several files go to steno_transcribe_batch together (Parakeet: one padded
+ * GPU pass) while their audio, held in memory, adds up to at most this. */
+#define GROUP_SECONDS 600.0
+
+/* How many files from i on run as one batch (Parakeet models, the only ones
+ * that batch): up to 64 files of known length adding up to GROUP_SECONDS (not
+ * standard input); 1: file i alone, as a stream. */
+static int group_size(const run_opts *o, const char *arch, int i) {
+  if (o->nfiles < 2 || o->tp.diarizer || strcmp(arch, "parakeet")) return 1;
+  double total = 0;
+  int k = i;
+  for (; k < o->nfiles && k - i < 64 && strcmp(o->files[k], "-"); k++) {
+    steno_audio *a;
+    if (steno_audio_open(o->files[k], &a)) break; /* reported when it runs */
+    double d = steno_audio_duration(a);
+    steno_audio_close(a);
+    if (d <= 0 || total + d > GROUP_SECONDS) break;
+    total += d;
+  }
+  return k - i > 1 ? k - i : 1;
+}
+
+/* Files i .. i + count − 1 through one steno_transcribe_batch; a file that
+ * cannot be read is reported (r[k] NULL, failed). Returns 128 + signal when
+ * interrupted, 1 when the batch failed (every r[k] NULL; not reported: the
+ * caller runs the files alone, each reporting its own error). */
+static int transcribe_group(steno_session *s, const run_opts *o, int i, int count,
+                            steno_result **r, double *ms, int *failed) {
+  double t0 = now();
+  float **pcm = calloc((size_t)count, sizeof *pcm), **kept = calloc((size_t)count, sizeof *kept);
+  size_t *n = calloc((size_t)count, sizeof *n);
+  steno_result **got = calloc((size_t)count, sizeof *got);
+  int k = 0, st = pcm && kept && n && got ? 0 : STENO_ERR_NOMEM;
+  for (int j = 0; j < count && !st; j++) {
+    r[j] = NULL;
+    if (steno_audio_load(o->files[i + j], &pcm[j], &n[j])) {
+      fprintf(stderr, "steno run: %s\n", steno_last_error());
+      *failed = 1, pcm[j] = NULL;
+    } else {
+      kept[k++] = pcm[j];
+    }
+  }
+  steno_transcribe_params p = o->tp;
+  p.abort = should_abort;
+  if (!st && k) {
+    size_t *kn = calloc((size_t)k, sizeof *kn);
+    for (int j = 0, c = 0; kn && j < count; j++)
+      if (pcm[j]) kn[c++] = n[j];
+    st = kn ? steno_transcribe_batch(s, (const float *const *)kept, kn, (size_t)k, &p, got)
+            : STENO_ERR_NOMEM;
+    free(kn);
+  }
+  for (int j = 0, c = 0; !st && j < count; j++)
+    if (pcm[j]) r[j] = got[c++];
+  for (int j = 0; pcm && j < count; j++) steno_audio_free(pcm[j]);
+  free(pcm), free(kept), free(n), free(got);
+  *ms = (now() - t0) * 1e3 / count;
+  if (st == STENO_ERR_ABORTED) return 128 + interrupted;
+  return st ? 1 : 0;
+}
+
+/* File i's result r (freed) to its output; 1 on failure. */
+static int emit(steno_model *m, const run_opts *o, int i, steno_result *r, double load_ms,
+                double wall_ms, out_file *rttm, int *written) {
+  out_info info = {o->model, steno_model_architecture(m), o->files[i], load_ms, wall_ms};
+  info.diarized = o->tp.diarizer || !strcmp(info.architecture, "sortformer");
+  int st = rttm_add(o, rttm, r, o->files[i]);
+  if (!st) {
+    st = o->paths ? write_file(o->paths[i], r, o->format, &info) : write_stdout(o, i, *written, r, &info);
+    *written += !st;
+  }
+  steno_result_free(r);
+  return st;
+}
+
 static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   int failed = 0, written = 0;
   out_file rf, *rttm = o->rttm ? &rf : NULL; /* written atomically after all files */
   if (rttm && out_file_open(rttm, o->rttm, "steno run")) return 1;
-  for (int i = 0; i < o->nfiles && !interrupted; i++) {
-    steno_result *r;
-    out_info info = {o->model, steno_model_architecture(m), o->files[i], load_ms, 0};
-    info.diarized = o->tp.diarizer || !strcmp(info.architecture, "sortformer");
-    int st = transcribe(m, o->files[i], o->quiet, &o->tp, &r, &info.wall_ms);
-    if (st > 128) break;
-    if (!st && (st = rttm_add(o, rttm, r, o->files[i]))) steno_result_free(r);
-    else if (!st) {
-      st = o->paths ? write_file(o->paths[i], r, o->format, &info) : write_stdout(o, i, written, r, &info);
-      steno_result_free(r);
-      written += !st;
+  steno_session *s = NULL;
+  for (int i = 0; i < o->nfiles && !interrupted;) {
+    int count = group_size(o, steno_model_architecture(m), i), st = 0;
+    steno_result *r[64] = {0};
+    double wall = 0;
+    if (count > 1 && !s && steno_session_new(m, &s)) count = 1;
+    if (count > 1) st = transcribe_group(s, o, i, count, r, &wall, &failed);
+    /* Alone: one file, or a batch that failed (each file then says why). */
+    bool alone = count == 1 || st == 1;
+    for (int j = 0; alone && j < count && st <= 128; j++) {
+      st = transcribe(m, o->files[i + j], o->quiet, &o->tp, &r[j], &wall);
+      if (st) r[j] = NULL;
+      failed |= st == 1;
     }
-    failed |= st != 0;
+    for (int j = 0; j < count; j++)
+      if (r[j] && st > 128) steno_result_free(r[j]);
+      else if (r[j]) failed |= emit(m, o, i + j, r[j], load_ms, wall, rttm, &written) != 0;
+    if (st > 128) break;
+    i += count;
   }
+  steno_session_free(s);
   if (written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("]\n", stdout);
   if (!written && !o->output && o->nfiles > 1 && o->format == OUT_JSON) fputs("[]\n", stdout);
   if (rttm && interrupted) out_file_discard(rttm);
