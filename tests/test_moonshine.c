@@ -174,6 +174,7 @@ static void check_api(const char *name, const gguf_file *ref) {
 typedef struct {
   const char *drop, *misshape, *retype_key, *str_key, *str_value, *u32_key;
   uint32_t u32_value;
+  const char *drop_key;
   uint32_t linear_type;
 } change;
 
@@ -183,7 +184,7 @@ static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
   if (c->str_key && !strcmp(k, c->str_key)) return gw_str(w, k, c->str_value), true;
   if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
-  return false;
+  return c->drop_key && !strcmp(k, c->drop_key);
 }
 
 /* The blocks' 2-D weights (the fixtures' widths of 40 and 48 allow F16, not Q8_0). */
@@ -235,6 +236,8 @@ static void loader_errors(const gguf_file *src) {
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) load_fails(src, &c[i], want[i]);
 }
 
+#define MSK "stt.moonshine_streaming."
+
 static void streaming_loader_errors(const gguf_file *src) {
   change c[] = {{.drop = "dec.lm_head.weight"},
                 {.drop = "enc.embedder.comp.log_k"},
@@ -245,12 +248,18 @@ static void streaming_loader_errors(const gguf_file *src) {
                 {.u32_key = "stt.moonshine_streaming.encoder.n_layers", .u32_value = 2},
                 {.u32_key = "stt.moonshine_streaming.encoder.frame_len", .u32_value = 0},
                 {.str_key = "stt.moonshine_streaming.encoder.activation", .str_value = "relu"},
-                {.retype_key = "stt.moonshine_streaming.decoder.head_dim"}};
+                {.retype_key = "stt.moonshine_streaming.decoder.head_dim"},
+                /* fuzz_load: 2^28 + 2 heads of 16 wrapped to 32 dims and loaded */
+                {.u32_key = MSK "decoder.n_heads", .u32_value = (1u << 28) + 2,
+                 .drop_key = MSK "decoder.n_kv_heads"},
+                {.u32_key = MSK "encoder.n_heads", .u32_value = (1u << 28) + 2,
+                 .drop_key = MSK "encoder.n_kv_heads"}};
   const char *want[] = {"dec.lm_head.weight", "enc.embedder.comp.log_k", "adapter.proj.weight",
                         "adapter.pos_emb.weight", "enc.embedder.conv1.weight",
                         "enc.blocks.1.attn.q.weight", "sliding_windows", "frames of 0 samples",
                         "stt.moonshine_streaming.encoder.activation",
-                        "stt.moonshine_streaming.decoder.head_dim"};
+                        "stt.moonshine_streaming.decoder.head_dim", "268435458 heads",
+                        "268435458 heads"};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) load_fails(src, &c[i], want[i]);
 }
 

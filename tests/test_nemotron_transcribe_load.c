@@ -131,6 +131,12 @@ static void bad_files(const gguf_file *src) {
              "diarization settings");
   load_fails(src, &(change){.u32_key = K "diar.chunk_right_context", .u32_value = 12},
              "diarization settings");
+  /* fuzz_load: (1 + silence frames) · speakers wrapped to 0 (UINT32_MAX loaded; 2^30 made
+   * the speaker budget's float-to-unsigned cast undefined) */
+  load_fails(src, &(change){.u32_key = K "diar.speaker_cache_silence_frames_per_speaker",
+                            .u32_value = UINT32_MAX}, "diarization settings");
+  load_fails(src, &(change){.u32_key = K "diar.speaker_cache_silence_frames_per_speaker",
+                            .u32_value = 1u << 30}, "diarization settings");
   load_fails(src, &(change){.u32_key = K "frontend.num_mel_bins", .u32_value = 80}, "frontend of 80 mels");
   load_fails(src, &(change){.u32_key = K "diar.subsampling_factor", .u32_value = 4}, "towers disagree");
   load_fails(src, &(change){.f32_key = K "audio.speaker_activity_threshold", .f32_value = NAN},

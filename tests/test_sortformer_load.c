@@ -18,6 +18,8 @@ typedef struct {
   const char *retype_key;          /* UINT32 key written as INT32 */
   const char *u32_key;             /* UINT32 key given u32_value */
   uint32_t u32_value;
+  const char *u32_key2;            /* a second one, given u32_value2 */
+  uint32_t u32_value2;
   bool pre_ln;                     /* transformer.pre_ln written true */
   const char *activation;          /* transformer.activation replaced */
   uint32_t linear_type;
@@ -28,6 +30,7 @@ static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   const char *k = kv->key;
   if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
   if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
+  if (c->u32_key2 && !strcmp(k, c->u32_key2)) return gw_u32(w, k, c->u32_value2), true;
   if (c->pre_ln && !strcmp(k, "stt.sortformer.transformer.pre_ln")) return gw_bool(w, k, true), true;
   if (c->activation && !strcmp(k, "stt.sortformer.transformer.activation"))
     return gw_str(w, k, c->activation), true;
@@ -121,6 +124,10 @@ int main(void) {
   load_fails(src, &(change){.u32_key = "stt.sortformer.max_speakers", .u32_value = 100000},
              "100000 speakers");
   load_fails(src, &(change){.u32_key = "stt.frontend.num_mels", .u32_value = 64}, "feat_in");
+  /* fuzz_load: hop 2^29 · 8 wrapped to a frame hop of 0 and loaded */
+  load_fails(src, &(change){.u32_key = "stt.sortformer.frame_hop", .u32_value = 0,
+                            .u32_key2 = "stt.frontend.hop_length", .u32_value2 = 1u << 29},
+             "frame hop 0");
   gguf_close(src);
   gguf_close(ref);
   return check_done();

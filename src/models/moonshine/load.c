@@ -115,10 +115,10 @@ static int common(const gguf_file *f, const char *key, moonshine_config *c) {
     return err_set(STENO_ERR_UNSUPPORTED, "%s: a %s head, attention biases or %u Hz", f->name,
                    tie ? "tied" : "separate", rate);
   bool ok = c->d >= 2 && c->d <= 8192 && c->dec_layers >= 1 && c->dec_layers <= 256 &&
-            c->dec_heads >= 1 && c->dec_hd >= 2 && c->dec_hd % 2 == 0 && c->dec_hd <= 256 &&
-            c->dec_heads * c->dec_hd == c->d && c->dec_ff >= 1 && c->dec_ff <= 65536 &&
-            c->max_pos >= 2 && c->max_pos <= 65536 && c->vocab >= 3 && c->vocab <= (1u << 20) &&
-            c->theta > 1.0f;
+            c->dec_heads >= 1 && c->dec_heads <= 1024 && c->dec_hd >= 2 && c->dec_hd % 2 == 0 &&
+            c->dec_hd <= 256 && c->dec_heads * c->dec_hd == c->d && c->dec_ff >= 1 &&
+            c->dec_ff <= 65536 && c->max_pos >= 2 && c->max_pos <= 65536 && c->vocab >= 3 &&
+            c->vocab <= (1u << 20) && c->theta > 1.0f;
   if (!ok)
     return err_set(STENO_ERR_FORMAT,
                    "%s: decoder shapes not supported: d %u, %u layers, %u heads of %u, ffn %u, "
@@ -193,7 +193,7 @@ static int shapes_streaming(const gguf_file *f, moonshine_config *c) {
   TRY(gguf_opt_u32(f, MSS "encoder_hidden_size", &enc_hidden));
   TRY(gguf_opt_bool(f, MSS "adapter_has_proj", &c->has_proj));
   bool ok = c->enc_d >= 2 && c->enc_d <= 8192 && c->enc_layers >= 1 && c->enc_layers <= 256 &&
-            c->enc_heads >= 1 && c->enc_hd >= 1 && c->enc_hd <= 1024 &&
+            c->enc_heads >= 1 && c->enc_heads <= 1024 && c->enc_hd >= 1 && c->enc_hd <= 1024 &&
             c->enc_heads * c->enc_hd <= c->enc_d && c->enc_ff >= 1 && c->enc_ff <= 65536 &&
             c->frame_len >= 2 && c->frame_len <= 4096 && c->cmvn_eps >= 0 &&
             (!enc_hidden || enc_hidden == c->enc_d);

@@ -69,7 +69,7 @@ static int counts(const gguf_file *f, nt_config *c) {
   TRY(gguf_get_f32(f, KEY "diar.min_positive_scores_rate", &minpos));
   if (c->speakers < 1 || c->speakers > 64 || c->head_d < 1 || c->head_d > 8192 || c->chunk < 1 ||
       c->chunk > 100000 || c->left > c->chunk * 4 || c->right >= c->chunk || c->fifo > 100000 ||
-      c->update < 1 || c->update > 100000 || c->cache > 100000 ||
+      c->update < 1 || c->update > 100000 || c->cache > 100000 || c->sil > c->cache ||
       c->cache < (1 + c->sil) * c->speakers || !(c->threshold >= 0 && c->threshold <= 1) ||
       !(c->pred_thr > 0 && c->pred_thr < 1) || !isfinite(c->latest_boost) ||
       !(strong >= 0 && strong < 100) || !(weak >= 0 && weak < 100) || !(minpos >= 0 && minpos < 100))

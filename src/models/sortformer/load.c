@@ -98,7 +98,7 @@ static int frontend(const gguf_file *f, sortformer *m) {
   if (strcmp(window, "hann") || strcmp(normalize, "none"))
     return err_set(STENO_ERR_UNSUPPORTED, "%s: a %s window with normalize '%s' (hann, none expected)",
                    f->name, window, normalize);
-  if (rate != 16000 || hop * 8 != m->c.frame_hop)
+  if (rate != 16000 || (uint64_t)hop * 8 != m->c.frame_hop)
     return err_set(STENO_ERR_UNSUPPORTED, "%s: sample rate %u, hop %u, frame hop %u (16000, h, 8h "
                    "expected)", f->name, rate, hop, m->c.frame_hop);
   if (!(dither >= 0) || !(fabsf(pre) < 1))
