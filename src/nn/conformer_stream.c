@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "gpu/attention.h"
+#include "gpu/gqa.h"
 
 int conformer_cache_new(gpu_device *dev, const conformer_dims *dims, uint32_t past, uint32_t n,
                         conformer_cache *c) {
@@ -18,14 +19,16 @@ int conformer_cache_new(gpu_device *dev, const conformer_dims *dims, uint32_t pa
   int st = zero ? 0 : STENO_ERR_NOMEM;
   if (!st) st = gpu_buffer_from(dev, zero, bytes, &c->att);
   if (!st) st = gpu_buffer_from(dev, zero, bytes, &c->conv);
+  if (!st) st = gpu_buffer_from(dev, zero, bytes, &c->att_next);
+  if (!st) st = gpu_buffer_from(dev, zero, bytes, &c->conv_next);
   free(zero);
   if (st) conformer_cache_free(c);
   return st;
 }
 
 void conformer_cache_free(conformer_cache *c) {
-  gpu_buffer_free(c->att);
-  gpu_buffer_free(c->conv);
+  gpu_buffer *b[] = {c->att, c->conv, c->att_next, c->conv_next};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
   memset(c, 0, sizeof *c);
 }
 
@@ -97,20 +100,10 @@ void conformer_forward_cached(gpu_rec *rec, const conformer_dims *dims, const co
   s->h = x;
 }
 
-/* Rows [n, past + n) of b moved to [0, past), through the host: the recorder
- * has no buffer copy, and a chunk's caches are small (past·d floats). */
-static int slide(gpu_buffer *b, uint32_t past, uint32_t n, uint32_t stride) {
-  size_t bytes = (size_t)past * stride * sizeof(float);
-  if (!past) return 0;
-  float *rows = malloc(bytes);
-  if (!rows) return STENO_ERR_NOMEM;
-  int st = gpu_download(b, (size_t)n * stride * sizeof(float), rows, bytes);
-  if (!st) st = gpu_upload(b, 0, rows, bytes);
-  free(rows);
-  return st;
-}
-
-int conformer_cache_slide(conformer_cache *c, uint32_t stride) {
-  TRY(slide(c->att, c->past, c->n, stride));
-  return slide(c->conv, c->past, c->n, stride);
+void conformer_cache_slide(gpu_rec *rec, conformer_cache *c, uint32_t stride) {
+  gpu_copy_rows(rec, c->att, c->n * stride, stride, c->att_next, 0, stride, c->past, stride);
+  gpu_copy_rows(rec, c->conv, c->n * stride, stride, c->conv_next, 0, stride, c->past, stride);
+  gpu_buffer *a = c->att, *v = c->conv;
+  c->att = c->att_next, c->conv = c->conv_next;
+  c->att_next = a, c->conv_next = v;
 }

@@ -11,16 +11,18 @@
  * Per block, two cache buffers of the same layout hold in their first `past`
  * rows the block's attention-LayerNorm and conv-LayerNorm outputs of the last
  * `past` frames (the newest last; only the last `hist` of them are real); the
- * block writes the new frames' after them, and the caller slides each window by
- * n rows between chunks (conformer_cache_slide). */
+ * block writes the new frames' after them, and the caller records the slide of
+ * each window by n rows after the chunk (conformer_cache_slide): on the GPU,
+ * into a second buffer that becomes the window (a copy may not overlap). */
 #ifndef STENO_NN_CONFORMER_STREAM_H
 #define STENO_NN_CONFORMER_STREAM_H
 
 #include "nn/conformer.h"
 
 typedef struct {
-  gpu_buffer *att, *conv; /* [past + n][stride] each */
-  uint32_t past, n;       /* past slots, new rows per chunk */
+  gpu_buffer *att, *conv;         /* [past + n][stride] each: the windows */
+  gpu_buffer *att_next, *conv_next; /* the same: where the next chunk's windows are made */
+  uint32_t past, n;               /* past slots, new rows per chunk */
 } conformer_cache;
 
 int conformer_cache_new(gpu_device *dev, const conformer_dims *dims, uint32_t past, uint32_t n,
@@ -33,7 +35,8 @@ void conformer_cache_free(conformer_cache *c);
 void conformer_forward_cached(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
                               conformer_scratch *s, const conformer_cache *c, uint32_t hist);
 
-/* After a chunk has run: the window's last `past` rows become its past slots. */
-int conformer_cache_slide(conformer_cache *c, uint32_t stride);
+/* Records, after a chunk's block: the window's last `past` rows become the past
+ * slots of the next chunk's window (the buffers swap). */
+void conformer_cache_slide(gpu_rec *rec, conformer_cache *c, uint32_t stride);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "gpu/gqa.h"
 #include "models/parakeet/parakeet.h"
 #include "nn/conformer_stream.h"
 
@@ -161,37 +162,29 @@ static int mel_upto(parakeet_stream *st, int64_t end) {
   return rc;
 }
 
-/* The pre_encode over `frames` mel frames of a chunk, its new rows (after
- * `drop`) into the window's new rows. */
-static int pre_encode(parakeet_stream *st, const float *mel, uint32_t frames, uint32_t drop) {
-  const parakeet *m = st->m;
-  parakeet_session *s = st->s;
-  uint32_t S = st->enc.stride, d = m->c.dims.d;
-  TRY(gpu_upload(st->mel_buf, 0, mel, (size_t)frames * m->c.mels * sizeof *mel));
-  TRY(gpu_rec_begin(s->rec));
-  float scale = m->c.xscaling ? sqrtf((float)d) : 0;
-  dw_subsampling_forward(s->rec, &m->sub, &st->sub, st->mel_buf, frames, st->sub_out, scale);
-  TRY(gpu_rec_run(s->rec));
-  size_t bytes = (size_t)st->n * S * sizeof(float);
-  TRY(gpu_download(st->sub_out, (size_t)drop * S * sizeof(float), st->rows, bytes));
-  return gpu_upload(st->enc.x, (size_t)st->past * S * sizeof(float), st->rows, bytes);
-}
-
-/* One chunk: `frames` mel frames (history first) → n encoder frames → tokens. */
+/* One chunk in one submission: `frames` mel frames (history first) → the
+ * causal pre_encode, its new rows (after `drop`) into the window → the blocks
+ * with their caches (slid for the next chunk) → the prompt and the joint's
+ * projection; then the n new frames are decoded. */
 static int chunk(parakeet_stream *st, const float *mel, uint32_t frames) {
   const parakeet *m = st->m;
   parakeet_session *s = st->s;
-  TRY(pre_encode(st, mel, frames, st->chunks ? st->drop : 0));
+  uint32_t S = st->enc.stride, d = m->c.dims.d, drop = st->chunks ? st->drop : 0;
+  uint32_t width = gpu_linear_width(&m->head);
+  TRY(gpu_upload(st->mel_buf, 0, mel, (size_t)frames * m->c.mels * sizeof *mel));
   TRY(conformer_positions(&m->c.dims, st->hist + st->n, &st->enc));
   TRY(gpu_rec_begin(s->rec));
-  for (uint32_t i = 0; i < m->c.layers; i++)
+  float scale = m->c.xscaling ? sqrtf((float)d) : 0;
+  dw_subsampling_forward(s->rec, &m->sub, &st->sub, st->mel_buf, frames, st->sub_out, scale);
+  gpu_copy_rows(s->rec, st->sub_out, drop * S, S, st->enc.x, st->past * S, S, st->n, S);
+  for (uint32_t i = 0; i < m->c.layers; i++) {
     conformer_forward_cached(s->rec, &m->c.dims, &m->blocks[i], &st->enc, &st->caches[i], st->hist);
-  uint32_t S = st->enc.stride, width = gpu_linear_width(&m->head);
+    conformer_cache_slide(s->rec, &st->caches[i], S);
+  }
   parakeet_record_head(s, st->enc.x, S, st->past + st->n, st->hidden, st->out, st->head);
   TRY(gpu_rec_run(s->rec));
   TRY(gpu_download(st->head, (size_t)st->past * width * sizeof(float), st->rows,
                    (size_t)st->n * width * sizeof(float)));
-  for (uint32_t i = 0; i < m->c.layers; i++) TRY(conformer_cache_slide(&st->caches[i], S));
   st->hist = st->hist + st->n < st->past ? st->hist + st->n : st->past;
   st->chunks++;
   return transducer_stream_feed(st->dec, st->rows, (int)st->n, (int)width, &st->stop, &st->toks);
