@@ -263,6 +263,35 @@ static void bad_max_symbols(void) {
   model_free(&x);
 }
 
+/* A batch that does not fit its encoder buffer, a negative count, a stride
+ * below the joint width: STENO_ERR_INVALID, nothing searched. */
+static void bad_batches(void) {
+  model x;
+  model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, 10, 6, 950, 0, 0);
+  gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
+  static const gpu_transducer_clip past[] = {{0, 3}, {4, 3}}, huge[] = {{UINT32_MAX, 2}};
+  dec_tokens d[2] = {{0}};
+  for (int mode = 0; s && mode < MODES; mode++) {
+    set_mode(s, g, mode, 32);
+    CHECK(gpu_transducer_search_batch(s, x.genc, x.stride, past, 2, NULL, d) == STENO_ERR_INVALID,
+          "%s: a clip past the buffer's rows searched", mode_name[mode]);
+    CHECK(gpu_transducer_search_batch(s, x.genc, x.stride, huge, 1, NULL, d) == STENO_ERR_INVALID,
+          "%s: a clip at row 2^32 - 1 searched", mode_name[mode]);
+    CHECK(gpu_transducer_search_batch(s, x.genc, x.stride, past, -1, NULL, d) == STENO_ERR_INVALID,
+          "%s: -1 clips searched", mode_name[mode]);
+    CHECK(gpu_transducer_search_batch(s, x.genc, 40, past, 1, NULL, d) == STENO_ERR_INVALID,
+          "%s: a stride below the joint width searched", mode_name[mode]);
+    CHECK(d[0].n == 0 && d[1].n == 0, "%s: tokens from a refused batch", mode_name[mode]);
+  }
+  dec_free(&d[0]), dec_free(&d[1]);
+  gpu_transducer_search_free(s);
+  gpu_transducer_free(g);
+  model_free(&x);
+}
+
 int main(void) {
   test_device();
   one(first_case, 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 100, 0, 0);
@@ -292,6 +321,7 @@ int main(void) {
   batch("batch TDT 640, 13 000 classes", 640, 640, 13000, 5, 10, two, 2, 1400, 0, 0);
   aborts();
   bad_max_symbols();
+  bad_batches();
   /* Too wide for the kernels: the CPU path decodes those. */
   transducer wide = {.vocab = 10, .hidden = 4096, .layers = 1, .joint = 64, .max_symbols = 10};
   gpu_transducer *g = (gpu_transducer *)1;

@@ -473,7 +473,7 @@ int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint3
                                 dec_tokens *out) {
   const gpu_transducer *g = s->g;
   uint64_t rows = gpu_buffer_size(enc) / sizeof(float) / (stride ? stride : 1), tokens = 0;
-  if (n < 0 || (n > 0 && (!clips || !out)) || stride < (uint32_t)g->joint)
+  if (n < 0 || n > 65535 || (n > 0 && (!clips || !out)) || stride < (uint32_t)g->joint)
     return err_set(STENO_ERR_INVALID, "transducer search over %d clips of stride %u", n, stride);
   for (int i = 0; i < n; i++) {
     uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clips[i].t);
