@@ -243,7 +243,7 @@ static bool loops_probe(gpu_device *dev, uint32_t wg) {
   if (!rc) rc = gpu_kernel_get(dev, "rnnt_search", &wg, 1, &k);
   if (!rc) rc = gpu_rec_begin(rec);
   if (!rc) {
-    uint32_t push[10] = {0, 0, 0, 0, 0, 0, 0, 0, UINT32_MAX, N};
+    uint32_t push[11] = {0, 0, 0, 0, 0, 0, 0, 0, UINT32_MAX, N, 0};
     gpu_buffer *bufs[] = {b, b, b, b, b, b};
     gpu_dispatch(rec, k, bufs, 6, push, sizeof push, 1, 1, 1);
     rc = gpu_rec_run(rec);
@@ -416,9 +416,10 @@ static void record_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t st
   const gpu_transducer *g = s->g;
   gpu_kernel *k = gpu_rec_kernel(s->rec, "rnnt_search", &g->pwg, 1);
   uint32_t w = (uint32_t)(2 * g->layers * g->hidden + 4 * g->hidden + g->joint + g->vocab + g->n_dur);
-  uint32_t push[10] = {stride, (uint32_t)g->hidden, (uint32_t)g->joint, (uint32_t)g->layers,
+  uint32_t quads = g->hidden % 4 == 0 && g->joint % 4 == 0; /* every row and offset in vec4s */
+  uint32_t push[11] = {stride, (uint32_t)g->hidden, (uint32_t)g->joint, (uint32_t)g->layers,
                        (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->act,
-                       (uint32_t)g->max_symbols, budget, w};
+                       (uint32_t)g->max_symbols, budget, w, quads};
   gpu_buffer *b[] = {s->pstate, enc, g->wts, g->dur, s->work, s->out};
   gpu_dispatch(s->rec, k, b, 6, push, sizeof push, n, 1, 1);
 }

@@ -25,7 +25,8 @@
 // out   uint (binding 5): per token id, frame, frames, confidence (f32 bits)
 //
 // Matrix-vector products: K = 8 invocations per output row (neighbours read
-// neighbouring words), WG / K rows per pass, the 8 partial sums added in
+// neighbouring words, 16 bytes each where hidden and joint are multiples of
+// 4), WG / K rows per pass, the 8 partial sums added in
 // order by the row's first invocation (rnnt_joint's order); partials
 // double-buffered so one barrier per pass suffices. Vectors read by every
 // row (z, x, h) sit in shared memory (J ≤ 4096, 2H ≤ 4096). Workgroup size
@@ -36,6 +37,7 @@ const uint WG = gl_WorkGroupSize.x, K = 8, P = WG / K, VS = 4096;
 layout(std430, binding = 0) coherent buffer State { uint state[]; };
 layout(std430, binding = 1) readonly buffer Enc { float enc[]; };
 layout(std430, binding = 2) readonly buffer Wts { float wts[]; };
+layout(std430, binding = 2) readonly buffer Wts4 { vec4 wts4[]; }; // the same, by 16 bytes
 layout(std430, binding = 3) readonly buffer Dur { int dur[]; };
 layout(std430, binding = 4) coherent buffer Work { float work[]; };
 layout(std430, binding = 5) writeonly buffer Out { uint outv[]; };
@@ -44,6 +46,7 @@ layout(push_constant) uniform Push {
   uint stride, hidden, joint, layers;
   uint vocab, n_dur, act, max_symbols; // act: 0 ReLU, 1 sigmoid, 2 tanh
   uint budget, work;                   // steps per dispatch; floats of work per clip
+  uint quads;                          // hidden and joint multiples of 4: vec4 loads
 } pc;
 
 const uint S_DONE = 0, S_STEP = 1, S_LEFT = 2, S_SYMBOLS = 3, S_OUT = 4, S_ROOM = 5, S_BASE = 6,
@@ -67,6 +70,22 @@ uint off_layer(uint l) {
 uint off_pred() { return off_layer(pc.layers); }
 uint off_out() { return off_pred() + pc.joint * pc.hidden + pc.joint; }
 
+// Σ_c wts[wo + r·cols + c]·vs[xo + c] over this invocation's share of c:
+// with 16-byte loads where rows and offsets are whole vec4s (pc.quads).
+float partial(uint wo, uint xo, uint r, uint cols, uint lane) {
+  float s = 0.0;
+  if (pc.quads != 0) {
+    uint q = (wo + r * cols) / 4, n = cols / 4;
+    for (uint c = lane; c < n; c += K) {
+      uint x = xo + 4 * c;
+      s += dot(wts4[q + c], vec4(vs[x], vs[x + 1], vs[x + 2], vs[x + 3]));
+    }
+  } else {
+    for (uint c = lane; c < cols; c += K) s += wts[wo + r * cols + c] * vs[xo + c];
+  }
+  return s;
+}
+
 // dst[r] = (wts[bo + r] + Σ_c wts[wo + r·cols + c]·vs[xo + c])
 //          (+ Σ_c wts[w2 + r·cols + c]·vs[x2 + c] where two), into work[dst + r].
 void matvec(uint wo, uint bo, uint xo, bool two, uint w2, uint x2, uint cols, uint rows, uint dst) {
@@ -75,9 +94,8 @@ void matvec(uint wo, uint bo, uint xo, bool two, uint w2, uint x2, uint cols, ui
     uint r = r0 + slot, at = pass * 2 * WG;
     float s = 0.0, s2 = 0.0;
     if (r < rows) {
-      for (uint c = lane; c < cols; c += K) s += wts[wo + r * cols + c] * vs[xo + c];
-      if (two)
-        for (uint c = lane; c < cols; c += K) s2 += wts[w2 + r * cols + c] * vs[x2 + c];
+      s = partial(wo, xo, r, cols, lane);
+      if (two) s2 = partial(w2, x2, r, cols, lane);
     }
     red[at + me] = s;
     red[at + WG + me] = s2;
