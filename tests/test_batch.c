@@ -160,6 +160,27 @@ static void transcriptions(const clip_ref *c) {
   steno_model_free(m);
 }
 
+/* parakeet_transcribe_batch with the persistent GPU search forced (all
+ * clips in one dispatch per chunk of steps; lavapipe fails its probe, so it
+ * is not chosen there by itself) against parakeet_transcribe per clip. */
+static void persistent(parakeet_session *s, const clip_ref *c) {
+  if (!s->search) return;
+  gpu_transducer_search_force(s->search, 64);
+  const float *pcm[CLIPS];
+  size_t n[CLIPS];
+  steno_result *out[CLIPS], *alone;
+  for (int i = 0; i < CLIPS; i++) pcm[i] = c[i].pcm, n[i] = c[i].n;
+  CHECK_OK(parakeet_transcribe_batch(s, pcm, n, CLIPS, NULL, out));
+  for (int i = 0; i < CLIPS; i++) {
+    CHECK_OK(parakeet_transcribe(s, pcm[i], n[i], NULL, &alone));
+    CHECK(same_result(out[i], alone), "%s: the persistent batch search differs", c[i].name);
+    steno_result_free(alone);
+    steno_result_free(out[i]);
+  }
+  gpu_transducer_search_force(s->search, 0);
+  printf("persistent search over the batch: each clip as alone\n");
+}
+
 /* Calls the batch refuses: a clip of one frame, one batch of one clip. */
 static void bad_calls(parakeet_session *s, const clip_ref *c) {
   const float *mel[2] = {c[0].mel, c[1].mel};
@@ -191,6 +212,7 @@ int main(void) {
     CHECK(parakeet_batchable(m) && parakeet_batch_fit(m, 289) >= CLIPS, "the model batches");
     encoder(s, c);
     bad_calls(s, c);
+    persistent(s, c);
     transcriptions(c);
   }
   parakeet_session_free(s);

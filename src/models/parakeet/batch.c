@@ -11,7 +11,6 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/timer.h"
-#include "gpu/gqa.h"
 #include "gpu/subsample.h"
 #include "models/parakeet/parakeet.h"
 
@@ -20,7 +19,7 @@
 
 struct parakeet_batch {
   uint32_t clips, frames; /* room: clips of up to `frames` mel frames */
-  gpu_buffer *mel, *head, *clip_head;
+  gpu_buffer *mel, *head;
   gpu_buffer *prompt_hidden, *prompt_out;
   dw_subsampling_scratch sub;
   conformer_scratch enc;
@@ -32,7 +31,7 @@ bool parakeet_batchable(const parakeet *m) {
 
 void parakeet_batch_free(parakeet_batch *b) {
   if (!b) return;
-  gpu_buffer *bufs[] = {b->mel, b->head, b->clip_head, b->prompt_hidden, b->prompt_out};
+  gpu_buffer *bufs[] = {b->mel, b->head, b->prompt_hidden, b->prompt_out};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   dw_subsampling_scratch_free(&b->sub);
   conformer_scratch_free(&b->enc);
@@ -85,7 +84,6 @@ static int batch_fit(parakeet_session *s, uint32_t clips, uint32_t frames) {
   size_t width = gpu_linear_width(&m->head);
   int st = gpu_buffer_new(dev, (size_t)clips * frames * m->c.mels * f, &b->mel);
   if (!st) st = gpu_buffer_new(dev, rows * width * f, &b->head);
-  if (!st) st = gpu_buffer_new(dev, T8 * width * f, &b->clip_head);
   if (!st && m->prompt.n)
     st = gpu_buffer_new(dev, rows * gpu_linear_width(&m->prompt.in) * f, &b->prompt_hidden);
   if (!st && m->prompt.n)
@@ -157,34 +155,52 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   TRY(gpu_rec_begin(s->rec));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
   dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);
-  for (uint32_t i = 0; i < m->c.layers; i++)
+  for (uint32_t i = 0; i < m->c.layers; i++) {
     conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &b->enc, T);
+    /* Every 4 blocks to the GPU while the rest is recorded (discrete GPUs). */
+    if (i % 4 == 3) TRY(gpu_rec_flush(s->rec));
+  }
   parakeet_record_head(s, b->enc.x, S, clips * T, b->prompt_hidden, b->prompt_out, b->head);
   TRY(gpu_rec_run(s->rec));
   return enc ? download_enc(s, clips, T, t, enc) : 0;
 }
 
-/* One decoded clip: the search over its rows of the batch's head (copied to
- * clip_head for the GPU search, whose rows start at 0), then its result. */
-static int decode_clip(parakeet_session *s, uint32_t i, uint32_t T, uint32_t t,
-                       const float *host_head, double seconds, const transducer_abort *stop,
-                       steno_result **out) {
+/* Each clip's search over its rows of the batch's head: all clips at once on
+ * the GPU (gpu_transducer_search_batch), or one after another on the CPU
+ * from the downloaded head. */
+static int search_clips(parakeet_session *s, uint32_t k, uint32_t T, const uint32_t *t,
+                        const transducer_abort *stop, dec_tokens *toks) {
   const parakeet *m = s->m;
-  parakeet_batch *b = s->batch;
   uint32_t W = gpu_linear_width(&m->head);
-  dec_tokens toks = {0};
-  int st = transducer_check_abort(stop);
-  if (!st && !host_head) {
-    st = gpu_rec_begin(s->rec);
-    gpu_copy_rows(s->rec, b->head, i * T * W, W, b->clip_head, 0, W, t, W);
-    if (!st) st = gpu_rec_run(s->rec);
+  if (parakeet_decode_on_gpu(s)) {
+    gpu_transducer_clip *c = mem_alloc(k, sizeof *c);
+    if (!c) return STENO_ERR_NOMEM;
+    for (uint32_t j = 0; j < k; j++) c[j] = (gpu_transducer_clip){j * T, t[j]};
+    int st = gpu_transducer_search_batch(s->search, s->batch->head, W, c, (int)k, stop, toks);
+    free(c);
+    return st;
   }
-  if (!st)
-    st = parakeet_decode_rows(s, host_head ? NULL : b->clip_head,
-                              host_head ? host_head + (size_t)i * T * W : NULL, t, stop, &toks);
-  double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
-  if (!st) st = result_from_tokens(&m->vocab, &toks, ms_per_frame, 0, seconds, out);
-  dec_free(&toks);
+  size_t floats = (size_t)k * T * W;
+  float *host = mem_alloc(floats, sizeof *host);
+  int st = host ? gpu_download(s->batch->head, 0, host, floats * sizeof *host) : STENO_ERR_NOMEM;
+  for (uint32_t j = 0; j < k && !st; j++)
+    st = parakeet_decode_rows(s, NULL, host + (size_t)j * T * W, t[j], stop, &toks[j]);
+  free(host);
+  return st;
+}
+
+/* Features of clips idx[0..k): mel[j] (malloc'd), valid[j], feat_ms[j]. */
+static int features(const parakeet *m, const float *const *pcm, const size_t *n,
+                    const uint32_t *idx, uint32_t k, float **mel, uint32_t *valid,
+                    double *feat_ms) {
+  int st = 0;
+  for (uint32_t j = 0; j < k && !st; j++) {
+    size_t frames, v;
+    double t0 = time_now();
+    st = parakeet_features(m, pcm[idx[j]], n[idx[j]], &mel[j], &frames, &v);
+    valid[j] = (uint32_t)v;
+    feat_ms[j] = (time_now() - t0) * 1e3;
+  }
   return st;
 }
 
@@ -193,36 +209,28 @@ static int transcribe_group(parakeet_session *s, const float *const *pcm, const 
                             const uint32_t *idx, uint32_t k, const transducer_abort *stop,
                             steno_result **out) {
   const parakeet *m = s->m;
-  float **mel = mem_alloc(k, sizeof *mel), *host = NULL;
-  uint32_t *valid = mem_alloc(k, sizeof *valid), *t = mem_alloc(k, sizeof *t);
+  float **mel = mem_alloc(k, sizeof *mel);
+  uint32_t *valid = mem_alloc(k, sizeof *valid), *t = mem_alloc(k, sizeof *t), pitch = 0;
   double *feat_ms = mem_alloc(k, sizeof *feat_ms);
-  int st = mel && valid && t && feat_ms ? 0 : STENO_ERR_NOMEM;
-  for (uint32_t j = 0; j < k && !st; j++) {
-    size_t frames, v;
-    double t0 = time_now();
-    st = parakeet_features(m, pcm[idx[j]], n[idx[j]], &mel[j], &frames, &v);
-    valid[j] = (uint32_t)v;
-    feat_ms[j] = (time_now() - t0) * 1e3;
-  }
+  dec_tokens *toks = mem_alloc(k, sizeof *toks);
+  int st = mel && valid && t && feat_ms && toks ? 0 : STENO_ERR_NOMEM;
+  if (!st) st = features(m, pcm, n, idx, k, mel, valid, feat_ms);
   double t1 = time_now();
   if (!st) st = parakeet_forward_batch(s, (const float *const *)mel, valid, k, NULL, t);
-  uint32_t pitch = 0;
-  for (uint32_t j = 0; j < k; j++) pitch = valid[j] > pitch ? valid[j] : pitch;
-  uint32_t T = parakeet_encoder_frames(m, pitch);
-  if (!st && !parakeet_decode_on_gpu(s)) {
-    size_t W = gpu_linear_width(&m->head), floats = (size_t)k * T * W;
-    host = mem_alloc(floats, sizeof *host);
-    st = host ? gpu_download(s->batch->head, 0, host, floats * sizeof *host) : STENO_ERR_NOMEM;
-  }
-  double enc_ms = (time_now() - t1) * 1e3 / k;
+  double t2 = time_now();
+  for (uint32_t j = 0; !st && j < k; j++) pitch = valid[j] > pitch ? valid[j] : pitch;
+  if (!st) st = transducer_check_abort(stop);
+  if (!st) st = search_clips(s, k, parakeet_encoder_frames(m, pitch), t, stop, toks);
+  double enc_ms = (t2 - t1) * 1e3 / k, dec_ms = (time_now() - t2) * 1e3 / k;
+  double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   for (uint32_t j = 0; j < k && !st; j++) {
-    double t2 = time_now(), seconds = (double)n[idx[j]] / m->mel.c.sample_rate;
-    st = decode_clip(s, j, T, t[j], host, seconds, stop, &out[idx[j]]);
-    if (!st)
-      out[idx[j]]->timings = (steno_timings){feat_ms[j], enc_ms, (time_now() - t2) * 1e3};
+    double seconds = (double)n[idx[j]] / m->mel.c.sample_rate;
+    st = result_from_tokens(&m->vocab, &toks[j], ms_per_frame, 0, seconds, &out[idx[j]]);
+    if (!st) out[idx[j]]->timings = (steno_timings){feat_ms[j], enc_ms, dec_ms};
   }
   for (uint32_t j = 0; mel && j < k; j++) free(mel[j]);
-  free(mel), free(valid), free(t), free(feat_ms), free(host);
+  for (uint32_t j = 0; toks && j < k; j++) dec_free(&toks[j]);
+  free(mel), free(valid), free(t), free(feat_ms), free(toks);
   return st;
 }
 
