@@ -5,9 +5,10 @@
  * ended. Two ways to run it: "steps" (rnnt_joint, rnnt_lstm, rnnt_pred.comp:
  * ~4 dispatches per step, each product spread over many workgroups, one
  * clip at a time) and "persistent" (rnnt_search.comp: one workgroup per clip
- * looping over up to 512 steps per dispatch, a batch of clips at once). It is an nn/ block, not gpu/, because it takes decode/'s
- * transducer weights and gives its token lists; the transducer families
- * (Parakeet, GigaAM) share it. */
+ * looping over up to 512 steps per dispatch, a batch of clips at once). It
+ * is an nn/ block, not gpu/, because it takes decode/'s transducer weights
+ * and gives its token lists; the transducer families (Parakeet, GigaAM)
+ * share it. */
 #ifndef STENO_NN_TRANSDUCER_GPU_H
 #define STENO_NN_TRANSDUCER_GPU_H
 
@@ -25,14 +26,14 @@ typedef struct gpu_transducer_search gpu_transducer_search;
  * the weights slower than the steps path's many: docs/perf.md). The
  * environment's STENO_SEARCH=persistent|steps sets a search's mode when it
  * is made (for A/B runs); persistent falls back to steps where the kernel
- * does not fit the device's workgroup limits. */
+ * does not fit the device's workgroup limits or failed its probe. */
 typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
 #define GPU_SEARCH_AUTO_BATCH 4
 
-/* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a max_symbols that
- * transducer_greedy refuses. *out stays NULL where the shapes
- * exceed the kernels' shared memory (hidden > 2048, joint > 4096): the CPU
- * path decodes those. */
+/* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
+ * max_symbols that transducer_greedy refuses. *out stays NULL where the
+ * shapes exceed the kernels' shared memory (hidden > 2048, joint > 4096) or
+ * the weights one storage buffer: the CPU path decodes those. */
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);
 void gpu_transducer_free(gpu_transducer *g);
 

@@ -8,9 +8,10 @@
 // predictor projection on it. One workgroup per clip because Vulkan gives no
 // guarantee that workgroups run at the same time, so they may not wait on
 // one another; within one, barrier() is all the synchronisation there is.
-// Core Vulkan compute only: no subgroups, no 16-bit types.
+// Core Vulkan compute only: no subgroups, no 16-bit types; but long loops,
+// which some devices cut off, so the probe first runs count_loops (budget ~0).
 //
-// state uint (binding 0): 16 words per clip (ST_* in nn/transducer_gpu.c):
+// state uint (binding 0): 16 words per clip (PS_* in nn/transducer_gpu.c):
 //       [0] done [1] step (frame) [2] steps left [3] tokens of duration 0 at
 //       this frame [4] tokens out [5] room [6] out base (tokens) [7] frames
 //       [8] enc row of frame 0 [9] fresh: zero the LSTM and feed it blank
