@@ -235,7 +235,9 @@ STENO_API steno_transcribe_params steno_transcribe_default_params(void);
 
 /* Transcribes n samples of 16 kHz mono float PCM in [-1, 1]. Long audio is
  * split at its quietest moments into pieces of at most piece_seconds, which
- * are transcribed in turn (times stay relative to the start of the audio);
+ * are transcribed in turn (Parakeet: four at a time, as one padded GPU batch,
+ * so the segment callback hears of them four at a time; times stay relative to
+ * the start of the audio);
  * pieces that hold only silence or steady noise give no text. */
 STENO_API int steno_transcribe(steno_model *m, const float *pcm, size_t n,
                                const steno_transcribe_params *params, steno_result **out);

@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio/split.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/parakeet/parakeet.h"
 #include "steno.h"
+#include "text/result.h"
 
 #define ENC_TOL 1e-3f   /* against transformers, as test_parakeet */
 #define SELF_TOL 1e-5f  /* batched against steno's own single-clip pass */
@@ -131,7 +133,66 @@ static void transcribe(steno_model *m, steno_session *s, const float *const *pcm
   printf("%s: %zu clips, %zu tokens, each as alone\n", what, count, tokens);
 }
 
-static void transcriptions(const clip_ref *c) {
+typedef struct {
+  const float *pcm;
+  size_t n, at;
+} source;
+
+static int source_read(void *user, float *pcm, size_t max, size_t *got) {
+  source *src = user;
+  *got = src->n - src->at < max ? src->n - src->at : max;
+  memcpy(pcm, src->pcm + src->at, *got * sizeof *pcm);
+  src->at += *got;
+  return 0;
+}
+
+/* A long recording (the three clips, four times: 22 s) in pieces of at most 5 s: what
+ * steno_transcribe gives (its pieces batched four at a time) and what
+ * steno_transcribe_batch gives (all pieces in one call), against the pieces
+ * cut here and transcribed one by one on the internal session, joined. */
+static void long_recording(steno_model *m, steno_session *ss, parakeet_session *s,
+                           const clip_ref *c) {
+  size_t n = 0;
+  for (int r = 0; r < 4; r++)
+    for (int i = 0; i < CLIPS; i++) n += c[i].n;
+  float *pcm = test_floats(n);
+  for (size_t r = 0, at = 0; r < 4; r++)
+    for (int i = 0; i < CLIPS; i++, at += c[i - 1].n) memcpy(pcm + at, c[i].pcm, c[i].n * sizeof *pcm);
+  steno_result *want = NULL, *got = NULL, *all = NULL;
+  CHECK_OK(result_empty(0, &want));
+  source src = {pcm, n, 0};
+  splitter sp;
+  CHECK_OK(split_init(&sp, 5, source_read, &src));
+  int pieces = 0;
+  for (;;) {
+    const float *piece;
+    size_t len = 0, offset;
+    bool quiet;
+    CHECK_OK(split_next(&sp, &piece, &len, &offset, &quiet));
+    if (!len) break;
+    steno_result *r = NULL;
+    if (!quiet) CHECK_OK(parakeet_transcribe(s, piece, len, NULL, &r));
+    if (r) CHECK_OK(result_append(want, r, (int64_t)(offset / 16)));
+    pieces += !quiet;
+  }
+  split_free(&sp);
+  want->duration = (double)n / 16000;
+  steno_transcribe_params p = steno_transcribe_default_params();
+  p.piece_seconds = 5;
+  CHECK_OK(steno_transcribe(m, pcm, n, &p, &got));
+  CHECK(same_result(got, want), "steno_transcribe of %zu samples in %d pieces: %s | %s", n, pieces,
+        got ? steno_result_text(got) : "-", steno_result_text(want));
+  const float *one[1] = {pcm};
+  CHECK_OK(steno_transcribe_batch(ss, one, &n, 1, &p, &all));
+  CHECK(same_result(all, want), "steno_transcribe_batch of one long clip: %s",
+        all ? steno_result_text(all) : "-");
+  printf("long recording: %d pieces, %zu tokens, as its pieces one by one\n", pieces,
+         steno_result_token_count(want));
+  steno_result_free(want), steno_result_free(got), steno_result_free(all);
+  free(pcm);
+}
+
+static void transcriptions(parakeet_session *ps, const clip_ref *c) {
   char path[512];
   fixture_path(path, sizeof path, "parakeet_tdt_tiny.gguf");
   steno_model *m = NULL;
@@ -153,6 +214,7 @@ static void transcriptions(const clip_ref *c) {
     transcribe(m, s, p2, n2, 6, cpu ? "six clips, CPU search" : "six clips, GPU search");
   }
   unsetenv("STENO_DECODER");
+  long_recording(m, s, ps, c);
   steno_result *out[2] = {NULL, NULL};
   CHECK(steno_transcribe_batch(s, NULL, n, 2, NULL, out) == STENO_ERR_INVALID, "NULL pcm");
   CHECK_OK(steno_transcribe_batch(s, NULL, NULL, 0, NULL, NULL));
@@ -213,7 +275,7 @@ int main(void) {
     encoder(s, c);
     bad_calls(s, c);
     persistent(s, c);
-    transcriptions(c);
+    transcriptions(s, c);
   }
   parakeet_session_free(s);
   parakeet_free(m);

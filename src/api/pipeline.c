@@ -37,9 +37,71 @@ static int check_finite(const float *pcm, size_t n, size_t offset) {
   return 0;
 }
 
-/* Splits what `read` delivers into pieces and transcribes them in turn:
- * quiet ones are skipped, the others' results appended with their offset.
- * total_seconds (0: unknown) is for progress only. */
+/* Appends r (freed) to all at `offset` samples and hands the new segments to p->segment. */
+static int append_piece(steno_result *all, steno_result *r, size_t offset,
+                        const steno_transcribe_params *p) {
+  size_t before = steno_result_segment_count(all);
+  TRY(result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000))));
+  /* With a diarizer the segments are called back once they have their speakers. */
+  for (size_t i = before; p->segment && !p->diarizer && i < steno_result_segment_count(all); i++) {
+    steno_segment seg = steno_result_segment(all, i);
+    p->segment(&seg, p->segment_user);
+  }
+  return 0;
+}
+
+/* Pieces waiting for one batched call of the family (transcribe_batch): at
+ * most BATCH_PIECES, their pcm copied (a splitter's piece lives until its
+ * next one: 4 pieces of 60 s are 15 MB). A fixed count keeps memory flat over
+ * any length (tests/test_long.c). */
+#define BATCH_PIECES 4
+
+typedef struct {
+  float *pcm[BATCH_PIECES];
+  size_t n[BATCH_PIECES], offset[BATCH_PIECES], count;
+} pending;
+
+static void pending_free(pending *q) {
+  for (size_t i = 0; i < q->count; i++) free(q->pcm[i]);
+  q->count = 0;
+}
+
+/* The waiting pieces in one family call, appended to all in order. */
+static int pending_flush(steno_session *session, pending *q, const steno_transcribe_params *p,
+                         steno_result *all) {
+  if (!q->count) return 0;
+  double heard = all->duration; /* appending earlier pieces must not move it back */
+  steno_result *r[BATCH_PIECES] = {0};
+  int st = session->m->fam->transcribe_batch(session->impl, (const float *const *)q->pcm, q->n,
+                                             q->count, p, r);
+  for (size_t i = 0; i < q->count; i++)
+    if (st) steno_result_free(r[i]);
+    else st = append_piece(all, r[i], q->offset[i], p);
+  if (all->duration < heard) all->duration = heard;
+  pending_free(q);
+  return st;
+}
+
+/* One piece: transcribed at once, or (a family that batches) kept for the next flush. */
+static int piece_take(steno_session *session, pending *q, const float *pcm, size_t n,
+                      size_t offset, const steno_transcribe_params *p, steno_result *all) {
+  const family *f = session->m->fam;
+  if (!f->transcribe_batch) {
+    steno_result *r;
+    TRY(f->transcribe(session->impl, pcm, n, p, &r));
+    return append_piece(all, r, offset, p);
+  }
+  float *copy = mem_alloc(n ? n : 1, sizeof *copy);
+  if (!copy) return STENO_ERR_NOMEM;
+  memcpy(copy, pcm, n * sizeof *copy);
+  q->pcm[q->count] = copy, q->n[q->count] = n, q->offset[q->count++] = offset;
+  return q->count == BATCH_PIECES ? pending_flush(session, q, p, all) : 0;
+}
+
+/* Splits what `read` delivers into pieces and transcribes them (in turn, or
+ * BATCH_PIECES at a time where the family batches): quiet ones are skipped,
+ * the others' results appended with their offset. total_seconds (0:
+ * unknown) is for progress only. */
 static int transcribe_pieces(steno_session *session, split_read_fn read, void *user,
                              double total_seconds, const steno_transcribe_params *p,
                              steno_result **out) {
@@ -51,6 +113,7 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
   /* The CPU work below (features, a CPU decoder) runs on this thread and its pools. */
   int threads = pool_limit_threads(m->threads);
   steno_result *all;
+  pending q = {0};
   int st = result_empty(0, &all);
   for (;;) {
     if (!st && p->abort && p->abort(p->abort_user)) st = err_set(STENO_ERR_ABORTED, "aborted");
@@ -58,19 +121,10 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
     size_t n = 0, offset;
     bool quiet;
     if (!st) st = split_next(&s, &pcm, &n, &offset, &quiet);
+    if (!st && !n) st = pending_flush(session, &q, p, all);
     if (st || !n) break;
-    if (!(st = check_finite(pcm, n, offset)) && !quiet) {
-      steno_result *r;
-      st = m->fam->transcribe(session->impl, pcm, n, p, &r);
-      size_t before = steno_result_segment_count(all);
-      if (!st) st = result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000)));
-      /* With a diarizer the segments are called back once they have their speakers. */
-      for (size_t i = before; !st && p->segment && !p->diarizer &&
-                              i < steno_result_segment_count(all); i++) {
-        steno_segment seg = steno_result_segment(all, i);
-        p->segment(&seg, p->segment_user);
-      }
-    }
+    if (!(st = check_finite(pcm, n, offset)) && !quiet)
+      st = piece_take(session, &q, pcm, n, offset, p, all);
     if (st) break;
     all->duration = (double)(offset + n) / SPLIT_RATE;
     if (p->progress && total_seconds > 0) {
@@ -78,6 +132,7 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
       p->progress(done < 0.999 ? (float)done : 0.999f, p->progress_user);
     }
   }
+  pending_free(&q);
   split_free(&s);
   pool_limit_threads(threads);
   if (st) {
@@ -207,19 +262,6 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
   }
   free(k.kept);
   return st;
-}
-
-/* Appends r (freed) to all at `offset` samples and hands the new segments to p->segment. */
-static int append_piece(steno_result *all, steno_result *r, size_t offset,
-                        const steno_transcribe_params *p) {
-  size_t before = steno_result_segment_count(all);
-  TRY(result_append(all, r, (int64_t)(offset / (SPLIT_RATE / 1000))));
-  /* With a diarizer the segments are called back once they have their speakers. */
-  for (size_t i = before; p->segment && !p->diarizer && i < steno_result_segment_count(all); i++) {
-    steno_segment seg = steno_result_segment(all, i);
-    p->segment(&seg, p->segment_user);
-  }
-  return 0;
 }
 
 /* Where clip `clip`'s non-quiet pieces (pointers into the caller's pcm) go. */

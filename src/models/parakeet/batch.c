@@ -76,6 +76,10 @@ static int batch_fit(parakeet_session *s, uint32_t clips, uint32_t frames) {
     if (b->clips > clips) clips = b->clips;
     if (b->frames > frames) frames = b->frames;
   }
+  /* At least the single-clip arena's length where that fits: pieces of a long
+   * recording then find room from the first batch on (memory flat). */
+  if (s->arena.frames > frames && clips <= parakeet_batch_fit(m, s->arena.frames))
+    frames = s->arena.frames;
   parakeet_batch_free(b);
   s->batch = b = mem_alloc(1, sizeof *b);
   if (!b) return STENO_ERR_NOMEM;
