@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "gpu/internal.h"
+#include "gpu/elementwise.h"
 #include "gpu_test.h"
 #include "steno.h"
 
@@ -110,6 +111,35 @@ static void batched(gpu_device *d) {
     gpu_buffer_free(b[i]);
   }
   CHECK(bad == 0, "%d of %d batched uploads differ", bad, N);
+}
+
+/* A recorder reuses a dispatch's descriptor set while the same buffers are
+ * bound; a buffer freed and a new one made in its place (often with the same
+ * VkBuffer handle) must get a set of its own, or the kernel writes the freed
+ * memory and the new buffer keeps its zeros. */
+static void replaced_buffer(void) {
+  enum { N = 1000 };
+  float *a = test_random(N, 21), *b = test_random(N, 22), *y = test_floats(N);
+  gpu_buffer *ab = test_upload(a, N), *bb = test_upload(b, N);
+  gpu_rec *rec = test_rec();
+  int wrong = 0;
+  for (int round = 0; round < 4; round++) {
+    gpu_buffer *out;
+    CHECK_OK(gpu_buffer_new(test_device(), N * 4, &out));
+    CHECK_OK(gpu_rec_begin(rec));
+    gpu_add(rec, ab, 0, N, bb, 0, N, out, 0, N, 1, N);
+    CHECK_OK(gpu_rec_run(rec));
+    CHECK_OK(gpu_download(out, 0, y, N * 4));
+    for (int i = 0; i < N; i++) wrong += y[i] != a[i] + b[i];
+    gpu_buffer_free(out);
+  }
+  CHECK(wrong == 0, "%d of %d sums missing in buffers made in a freed one's place", wrong, 4 * N);
+  gpu_rec_free(rec);
+  gpu_buffer_free(ab);
+  gpu_buffer_free(bb);
+  free(a);
+  free(b);
+  free(y);
 }
 
 static void bad_use(void) {
@@ -396,6 +426,7 @@ int main(void) {
     batched(staged);
     gpu_close(staged);
   }
+  replaced_buffer();
   bad_use();
   device_choice();
   fast_policy();

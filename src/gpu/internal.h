@@ -22,6 +22,7 @@ struct gpu_buffer {
   VkBuffer buf;
   VkDeviceMemory mem; /* its own memory, or VK_NULL_HANDLE in a block */
   gpu_block *block;
+  uint64_t serial;    /* unique per device: a new buffer may reuse a freed one's VkBuffer handle */
   size_t size;
   void *map; /* persistently mapped host-visible memory, or NULL */
 };
@@ -71,6 +72,7 @@ struct gpu_device {
   bool load_open;     /* it holds dispatches not yet run */
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
+  uint64_t serials;   /* buffers made so far (gpu_buffer.serial) */
   VkDebugUtilsMessengerEXT messenger; /* with STENO_VALIDATE */
   char invalid[512];  /* the first validation error since the last check */
   pthread_mutex_t invalid_lock; /* its own: messages arrive inside Vulkan calls made under `lock` */

@@ -14,8 +14,10 @@
 /* Descriptor sets per pool; pools are added as the dispatch count grows. */
 #define SETS_PER_POOL 64
 
+/* A set is reused while the same buffers (by serial: a freed buffer's
+ * VkBuffer handle may come back for a new one) are bound at the same index. */
 typedef struct {
-  VkBuffer bufs[GPU_MAX_BINDINGS];
+  uint64_t serials[GPU_MAX_BINDINGS];
   VkDescriptorSet set;
 } cached_set;
 
@@ -156,9 +158,14 @@ int gpu_rec_begin(gpu_rec *r) {
 static VkDescriptorSet set_for(gpu_rec *r, gpu_buffer *const *bufs, int n) {
   VkDevice dev = r->d->dev;
   VkBuffer want[GPU_MAX_BINDINGS];
-  for (int i = 0; i < GPU_MAX_BINDINGS; i++) want[i] = i < n ? bufs[i]->buf : r->d->spare->buf;
+  uint64_t serials[GPU_MAX_BINDINGS];
+  for (int i = 0; i < GPU_MAX_BINDINGS; i++) {
+    const gpu_buffer *b = i < n ? bufs[i] : r->d->spare;
+    want[i] = b->buf;
+    serials[i] = b->serial;
+  }
   int at = r->next++;
-  if (at < r->nsets && !memcmp(r->sets[at].bufs, want, sizeof want)) return r->sets[at].set;
+  if (at < r->nsets && !memcmp(r->sets[at].serials, serials, sizeof serials)) return r->sets[at].set;
   if (at == r->nsets) {
     if (at % SETS_PER_POOL == 0 && at / SETS_PER_POOL == r->npools) {
       VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -203,7 +210,7 @@ static VkDescriptorSet set_for(gpu_rec *r, gpu_buffer *const *bufs, int n) {
                                   .pBufferInfo = &info[i]};
   }
   vkUpdateDescriptorSets(dev, GPU_MAX_BINDINGS, w, 0, NULL);
-  memcpy(r->sets[at].bufs, want, sizeof want);
+  memcpy(r->sets[at].serials, serials, sizeof serials);
   return r->sets[at].set;
 }
 

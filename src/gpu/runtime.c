@@ -123,6 +123,7 @@ placed:
     return st;
   }
   pthread_mutex_lock(&d->lock);
+  b->serial = ++d->serials;
   d->used += bytes;
   if (d->used > d->peak) d->peak = d->used;
   pthread_mutex_unlock(&d->lock);
