@@ -243,31 +243,45 @@ static int head(parakeet *m, const gguf_file *f) {
   return st;
 }
 
+/* The dictionary copied out of the file, which steno_model_load closes. */
+static int prompt_dictionary(parakeet_prompt *p, const gguf_kv *locales, const gguf_kv *indices) {
+  p->locales = mem_alloc(locales->n, sizeof *p->locales);
+  p->slots = mem_alloc(locales->n, sizeof *p->slots);
+  if (!p->locales || !p->slots) return STENO_ERR_NOMEM;
+  p->n_locales = locales->n;
+  for (size_t i = 0; i < locales->n; i++) {
+    p->slots[i] = (uint32_t)indices->v.i32[i];
+    if (!(p->locales[i] = mem_strdup(locales->v.str[i].s))) return STENO_ERR_NOMEM;
+  }
+  return 0;
+}
+
 /* The prompt dictionary (locales → slots) and the auto slot, checked. */
 static int prompt_keys(const gguf_file *f, parakeet_prompt *p) {
   const char *act = "relu";
+  const gguf_kv *locales, *indices;
   p->auto_id = UINT32_MAX;
   TRY(gguf_get_u32(f, KEY "prompt.hidden", &p->hidden));
   TRY(gguf_opt_str(f, KEY "prompt.activation", &act));
-  TRY(gguf_get_arr(f, KEY "prompt.dictionary.locales", GGUF_VAL_STRING, &p->locales));
-  TRY(gguf_get_arr(f, KEY "prompt.dictionary.indices", GGUF_VAL_INT32, &p->indices));
+  TRY(gguf_get_arr(f, KEY "prompt.dictionary.locales", GGUF_VAL_STRING, &locales));
+  TRY(gguf_get_arr(f, KEY "prompt.dictionary.indices", GGUF_VAL_INT32, &indices));
   TRY(gguf_opt_u32(f, KEY "prompt.auto_id", &p->auto_id));
   if (p->n > 4096 || p->hidden < 1 || p->hidden > 65536)
     return err_set(STENO_ERR_FORMAT, "%s: %u prompts of hidden width %u", f->name, p->n, p->hidden);
   if (strcmp(act, "relu"))
     return err_set(STENO_ERR_UNSUPPORTED, "%s: prompt activation '%s' (relu is run)", f->name, act);
-  if (p->locales->n != p->indices->n || !p->locales->n)
+  if (locales->n != indices->n || !locales->n)
     return err_set(STENO_ERR_FORMAT, "%s: %zu prompt locales for %zu indices", f->name,
-                   p->locales->n, p->indices->n);
-  for (size_t i = 0; i < p->indices->n; i++)
-    if (p->indices->v.i32[i] < 0 || (uint32_t)p->indices->v.i32[i] >= p->n)
+                   locales->n, indices->n);
+  for (size_t i = 0; i < indices->n; i++)
+    if (indices->v.i32[i] < 0 || (uint32_t)indices->v.i32[i] >= p->n)
       return err_set(STENO_ERR_FORMAT, "%s: prompt index %d of '%s' is not below %u", f->name,
-                     p->indices->v.i32[i], p->locales->v.str[i].s, p->n);
+                     indices->v.i32[i], locales->v.str[i].s, p->n);
   if (p->auto_id != UINT32_MAX && p->auto_id >= p->n)
     return err_set(STENO_ERR_FORMAT, "%s: prompt.auto_id %u of %u prompts", f->name, p->auto_id, p->n);
   /* No auto slot: the first dictionary entry (spec 1.10). */
-  if (p->auto_id == UINT32_MAX) p->auto_id = (uint32_t)p->indices->v.i32[0];
-  return 0;
+  if (p->auto_id == UINT32_MAX) p->auto_id = (uint32_t)indices->v.i32[0];
+  return prompt_dictionary(p, locales, indices);
 }
 
 /* Splits W0 [h][d + P] into its encoder columns (a linear with b0) and, per
@@ -318,9 +332,9 @@ int parakeet_prompt_id(const parakeet *m, const char *language, uint32_t *id) {
   const parakeet_prompt *p = &m->prompt;
   *id = p->auto_id;
   if (!language || !*language) return 0;
-  for (size_t i = 0; i < p->locales->n; i++)
-    if (!strcmp(p->locales->v.str[i].s, language)) {
-      *id = (uint32_t)p->indices->v.i32[i];
+  for (size_t i = 0; i < p->n_locales; i++)
+    if (!strcmp(p->locales[i], language)) {
+      *id = p->slots[i];
       return 0;
     }
   return err_set(STENO_ERR_INVALID, "parakeet: language '%s' is not in the model's prompt dictionary",
@@ -363,6 +377,8 @@ void parakeet_free(parakeet *m) {
   gpu_linear_free(&m->prompt.in);
   gpu_linear_free(&m->prompt.out);
   free(m->prompt.bias);
+  for (size_t i = 0; i < m->prompt.n_locales; i++) free(m->prompt.locales[i]);
+  free(m->prompt.locales), free(m->prompt.slots);
   for (size_t i = 0; i < sizeof m->dec_weights / sizeof *m->dec_weights; i++) free(m->dec_weights[i]);
   mel_free(&m->mel);
   vocab_free(&m->vocab);

@@ -32,7 +32,9 @@ typedef struct {
   uint32_t n, hidden;      /* P prompts (0: no prompt), the MLP's width */
   gpu_linear in, out;      /* W0's encoder columns (bias b0), W2 with b2 */
   float *bias;             /* [P][pad64(hidden)]: b0 + W0's column d + p */
-  const gguf_kv *locales, *indices; /* the dictionary (the file's memory) */
+  char **locales;          /* the dictionary: n_locales names (copies: the file is */
+  uint32_t *slots;         /* closed after the load) and their prompts */
+  size_t n_locales;
   uint32_t auto_id;        /* the language-ID slot: an empty or "auto" hint */
 } parakeet_prompt;
 
