@@ -14,6 +14,7 @@ if [ "${STENO_TEST_GPU:-0}" != 1 ]; then # fuzz_load uploads to lavapipe, as the
   icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1 || true)
   [ -n "$icd" ] && export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
 fi
+lvp=$(ls /usr/lib/*/libvulkan_lvp.so /usr/lib64/libvulkan_lvp.so 2>/dev/null | head -n 1 || true)
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
 python3 tests/fuzz_seeds.py "$seeds" tests/fixtures
@@ -25,8 +26,13 @@ for t in "${targets[@]}"; do
   rm -rf "$out" && mkdir -p "$out" "$seeds/$t"
   # Leaks are checked after every input. Mesa's lavapipe keeps allocations until exit
   # (some in libraries it unloads, so no suppression can name them): the one check at
-  # exit is off, never the per-input ones that catch steno's own leaks.
-  if ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  # exit is off, never the per-input ones that catch steno's own leaks. It also loses a
+  # few small blocks now and then while compiling a kernel (fuzz_load's forward passes):
+  # the driver is preloaded, as the sanitize build's tests do, so that tests/lsan.supp
+  # can name it.
+  if LD_PRELOAD="$lvp" LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 \
+    ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0:verify_asan_link_order=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     build-fuzz/tests/$t -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
     -artifact_prefix="$out/" -print_final_stats=1 "$seeds/$t" >"$out/log" 2>&1; then
     echo "$t: $(grep -o 'Done [0-9]* runs' "$out/log" || true), clean"
