@@ -3,10 +3,12 @@
  * family from general.architecture (or the Nemotron-H language model alone,
  * which has no family row), and the family's load (hyperparameters,
  * vocabulary, every tensor's name, type and shape, the upload) on the test
- * device (lavapipe in CI), opened once. A model that loads then runs once on a
- * quarter second of audio (a few tokens for the language model): what a
- * loader let through must not crash the forward pass either. Any bytes load
- * or fail with a message.
+ * device (lavapipe in CI), opened once. The file is then closed, as
+ * steno_model_load closes it, and a model that loaded runs once on a quarter
+ * second of audio (a native stream too where the family has one; a few tokens
+ * for the language model): what a loader let through must not crash the
+ * forward pass, nor may the model point into its file. Any bytes load or fail
+ * with a message.
  *
  * Byte flips rarely land in a header among megabytes of weights, so a custom
  * mutator also rewrites valid files field by field: one to three keys changed
