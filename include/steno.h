@@ -253,7 +253,9 @@ STENO_API int steno_session_new(steno_model *m, steno_session **out);
 /* Frees a session (NULL: nothing); before its model. */
 STENO_API void steno_session_free(steno_session *s);
 /* Transcribes count clips (pcm[i]: n[i] samples, as steno_transcribe) into out[0..count):
- * the same results as steno_transcribe of each clip. Parakeet cuts every clip into the
+ * the same tokens, times and text as steno_transcribe of each clip (token confidences may
+ * differ by up to 1e-4: on GPUs where it passes its probe, a batch of 4 or more clips is
+ * searched by one persistent kernel, which sums in another order). Parakeet cuts every clip into the
  * pieces steno_transcribe would and runs them through its encoder together, as a padded
  * batch (similar lengths together, each pass's activations within min(4 GiB, a quarter
  * of the GPU's memory): 64 clips of 11 s take one pass on Parakeet 0.6B), then searches

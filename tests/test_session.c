@@ -136,6 +136,27 @@ static void segments(steno_model *m, const char *name) {
   steno_result_free(r);
 }
 
+/* The same tokens, times, text and segments, confidences within 1e-4: steno.h's promise
+ * for a batch (on a GPU where it passes its probe, 4 clips or more go through the
+ * persistent search kernel, which sums in another order than the per-step kernels). */
+static bool same_batched(const steno_result *a, const steno_result *b) {
+  if (!a || !b || strcmp(steno_result_text(a), steno_result_text(b)) ||
+      steno_result_token_count(a) != steno_result_token_count(b) ||
+      steno_result_segment_count(a) != steno_result_segment_count(b))
+    return false;
+  for (size_t i = 0; i < steno_result_token_count(a); i++) {
+    steno_token x = steno_result_token(a, i), y = steno_result_token(b, i);
+    if (x.id != y.id || x.start_ms != y.start_ms || x.end_ms != y.end_ms ||
+        fabsf(x.p - y.p) > 1e-4f || strcmp(x.text, y.text))
+      return false;
+  }
+  for (size_t i = 0; i < steno_result_segment_count(a); i++) {
+    steno_segment x = steno_result_segment(a, i), y = steno_result_segment(b, i);
+    if (x.start_ms != y.start_ms || x.end_ms != y.end_ms || strcmp(x.text, y.text)) return false;
+  }
+  return true;
+}
+
 /* A batch gives each clip's result; a bad clip fails it, leaving no result. */
 static void batch(steno_model *m, const char *name, steno_result *const *want) {
   steno_session *s = NULL;
@@ -145,7 +166,7 @@ static void batch(steno_model *m, const char *name, steno_result *const *want) {
   for (int c = 0; c < CLIPS; c++) pcm[c] = clip[c];
   if (s) CHECK_OK(steno_transcribe_batch(s, pcm, clip_n, CLIPS, NULL, got));
   for (int c = 0; s && c < CLIPS; c++) {
-    CHECK(same_result(got[c], want[c]), "%s: batch clip %d differs", name, c);
+    CHECK(same_batched(got[c], want[c]), "%s: batch clip %d differs", name, c);
     steno_result_free(got[c]);
   }
   float bad[1600] = {0};

@@ -97,7 +97,13 @@ int main(void) {
   float *p = predict(src, &(change){0}, pcm->data, pcm->nelem, &t);
   if (p) CHECK(t * 4 == want->nelem, "%u frames", t);
   if (p && t * 4 == want->nelem) check_abs("copy's preds", p, want->data, want->nelem, 1e-4f);
+  /* The loader's F16 path through the portable kernels: on a GPU the tensor-core GEMM
+   * rounds activations to f16 too (test_gemm checks it), which can flip a threshold
+   * decision of this random model's speaker cache, after which the predictions part
+   * ways (0.84 on the H200). */
+  gpu_set_fast(test_device(), false);
   float *p16 = predict(src, &(change){.linear_type = GGUF_TYPE_F16}, pcm->data, pcm->nelem, &t16);
+  gpu_set_fast(test_device(), true);
   if (p && p16 && t16 == t) {
     float worst = 0;
     for (size_t i = 0; i < want->nelem; i++) worst = fmaxf(worst, fabsf(p16[i] - p[i]));
