@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Checks convert_gigaam.py and convert_sortformer.py without downloading
+anything: rebuild the tiny random reference models that gigaam_ref.py and
+sortformer_ref.py make (same seeds), write them out as the *published*
+checkpoints are laid out (GigaAM's .ckpt with its own module names and a
+SentencePiece .model; NeMo's .nemo tar with model_config.yaml and
+model_weights.ckpt), run the converter's command line on them, and compare the
+result with the committed fixture (tests/fixtures/*_tiny.gguf):
+
+  * F32: every key of the fixture present with the same GGUF type and value,
+    every tensor with the same name, type, shape and bytes; keys the fixture
+    lacks are listed and allowed only under general.*, stt.capability.* and the
+    tokenizer's unknown/bos/eos ids (identity and display keys the published
+    files carry; steno's loaders do not need them);
+  * F16 / Q8_0: the same keys (general.file_type 1 / 7), names and shapes,
+    each tensor's type as spec §5's policy says, and its bytes exactly the
+    fixture's F32 values encoded in that type.
+
+    python scripts/check_converter_ckpt.py gigaam [--kinds ctc,rnnt,e2e_ctc,e2e_rnnt] [--work DIR]
+    python scripts/check_converter_ckpt.py sortformer [--work DIR]
+
+Exit status 0 when everything matches. --work keeps the checkpoints and the
+converted files (default: a temporary folder, removed afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import subprocess
+import sys
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(HERE))
+import convert_parakeet as conv  # noqa: E402
+from gguf_tensors import encode  # noqa: E402
+
+EXTRA_OK = ("general.", "stt.capability.", "tokenizer.ggml.unknown_token_id",
+            "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
+
+
+# ---------------------------------------------------------------------------
+# Comparing a converted file with a fixture
+# ---------------------------------------------------------------------------
+
+def _fields(r: gguf.GGUFReader) -> dict:
+    return {k: ([t.name for t in f.types], f.contents()) for k, f in r.fields.items()
+            if not k.startswith("GGUF.")}
+
+
+def compare_keys(fa: dict, fb: dict, outtype: str) -> list[str]:
+    bad = []
+    for k, (types, val) in fb.items():
+        if k not in fa:
+            bad.append(f"key {k}: missing")
+        elif fa[k][0] != types:
+            bad.append(f"key {k}: type {fa[k][0]}, fixture {types}")
+        elif k == "general.file_type":
+            want = {"f32": 0, "f16": 1, "q8_0": 7}[outtype]
+            if fa[k][1] != want:
+                bad.append(f"key {k}: {fa[k][1]}, want {want}")
+        elif fa[k][1] != val and not (isinstance(val, list) and np.array_equal(fa[k][1], val)):
+            bad.append(f"key {k}: {str(fa[k][1])[:60]}, fixture {str(val)[:60]}")
+    extra = sorted(set(fa) - set(fb))
+    bad += [f"key {k}: not in the fixture" for k in extra if not k.startswith(EXTRA_OK)]
+    print(f"    keys: {len(fb)} of the fixture compared; extra: {', '.join(extra) or 'none'}")
+    return bad
+
+
+def compare(conv_path: Path, fix_path: Path, outtype: str) -> list[str]:
+    """Every difference of conv_path from fix_path, as lines; empty when equal."""
+    a, b = gguf.GGUFReader(str(conv_path)), gguf.GGUFReader(str(fix_path))
+    bad = compare_keys(_fields(a), _fields(b), outtype)
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    if set(ta) != set(tb):
+        bad.append(f"tensors: missing {sorted(set(tb) - set(ta))[:5]}, extra {sorted(set(ta) - set(tb))[:5]}")
+    types = {}
+    for name in sorted(set(ta) & set(tb)):
+        x, y = ta[name], tb[name]
+        if list(x.shape) != list(y.shape) or y.tensor_type != QT.F32:
+            bad.append(f"tensor {name}: ne {list(x.shape)}, fixture {list(y.shape)} {y.tensor_type.name}")
+            continue
+        want = conv.target_type(name, int(y.shape[0]), outtype)
+        if x.tensor_type != want:
+            bad.append(f"tensor {name}: {x.tensor_type.name}, policy says {want.name}")
+        # The fixture is F32: the converted tensor must hold exactly its values
+        # encoded in the policy's type (gguf-py's encoders are ggml's).
+        mine = np.asarray(x.data).tobytes()
+        theirs = np.asarray(encode(np.array(y.data, dtype=np.float32), x.tensor_type)).tobytes()
+        if mine != theirs:
+            bad.append(f"tensor {name} ({x.tensor_type.name}): bytes differ from the fixture's values encoded")
+        types[x.tensor_type.name] = types.get(x.tensor_type.name, 0) + 1
+    print(f"    tensors: {len(tb)} compared ({', '.join(f'{n} {k}' for k, n in sorted(types.items()))})")
+    return bad
+
+
+def run_converter(script: str, args: list) -> None:
+    cmd = [sys.executable, str(HERE / script)] + [str(x) for x in args]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    print("    " + (r.stdout.strip() or r.stderr.strip()).replace("\n", "\n    "))
+    if r.returncode:
+        raise SystemExit(f"FAILED: {script} exited with {r.returncode}")
+
+
+def check_outtypes(script: str, src: list, fixture: Path, work: Path, stem: str, extra: list) -> int:
+    fails = 0
+    for outtype in ("f32", "f16", "q8_0"):
+        out = work / f"{stem}.{outtype}.gguf"
+        print(f"  {outtype}:")
+        run_converter(script, src + [out, "--outtype", outtype] + extra)
+        bad = compare(out, fixture, outtype)
+        for line in bad:
+            print("    DIFF " + line)
+        fails += len(bad)
+    return fails
+
+
+# ---------------------------------------------------------------------------
+# GigaAM: the reference model as GigaAM's published .ckpt
+# ---------------------------------------------------------------------------
+
+def spm_model_bytes(pieces: list[str], scores: list[float], types: list[int]) -> bytes:
+    """A SentencePiece ModelProto with just its pieces (field 1: piece, score, type)."""
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+
+    def ld(field, payload):
+        return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+    buf = b""
+    for p, s, t in zip(pieces, scores, types):
+        msg = ld(1, p.encode()) + varint(2 << 3 | 5) + struct.pack("<f", s) + varint(3 << 3) + varint(t)
+        buf += ld(1, msg)
+    return buf
+
+
+GIGAAM_BLOCK = {  # gigaam_ref.py attribute → GigaAM's module name
+    "norm_ff1": "norm_feed_forward1", "norm_attn": "norm_self_att", "norm_conv": "norm_conv",
+    "norm_ff2": "norm_feed_forward2", "norm_out": "norm_out", "ff1": "feed_forward1", "ff2": "feed_forward2",
+    "attn": "self_attn", "conv.pointwise1": "conv.pointwise_conv1", "conv.depthwise": "conv.depthwise_conv",
+    "conv.ln": "conv.batch_norm", "conv.pointwise2": "conv.pointwise_conv2",
+}
+
+
+def gigaam_state_dict(c, enc, head, window, bank) -> OrderedDict:
+    import torch
+    sd = OrderedDict()
+    sd["preprocessor.featurizer.0.spectrogram.window"] = window.clone()
+    sd["preprocessor.featurizer.0.mel_scale.fb"] = bank.clone()          # torchaudio: [bins, mels]
+    for k, v in enc.state_dict().items():
+        k = k.replace("conv0.", "pre_encode.conv.0.").replace("conv2.", "pre_encode.conv.2.")
+        if k.startswith("blocks."):
+            _, i, rest = k.split(".", 2)
+            for ours, theirs in GIGAAM_BLOCK.items():
+                if rest.startswith(ours + "."):
+                    rest = theirs + rest[len(ours):]
+                    break
+            k = f"layers.{i}.{rest}"
+        sd["encoder." + k] = v.clone()
+    if c["head"] == "ctc":
+        sd["head.decoder_layers.0.weight"] = head.weight.detach().clone()
+        sd["head.decoder_layers.0.bias"] = head.bias.detach().clone()
+        return sd
+    # gigaam_ref.py writes a random blank row into the fixture (one no reader
+    # should feed); the checkpoint carries the same row.
+    embed = head.embed.weight.detach().clone()
+    embed[-1] = torch.randn(embed.shape[1], generator=torch.Generator().manual_seed(c["seed"] + 2))
+    sd["head.decoder.embed.weight"] = embed
+    for k, v in head.lstm.state_dict().items():
+        sd["head.decoder.lstm." + k] = v.clone()
+    for ours, theirs in (("enc", "enc"), ("pred", "pred"), ("out", "joint_net.1")):
+        for p in ("weight", "bias"):
+            sd[f"head.joint.{theirs}.{p}"] = getattr(getattr(head, ours), p).detach().clone()
+    return sd
+
+
+def gigaam_cfg(c, vocab, name, V) -> dict:
+    enc = dict(_target_="gigaam.encoder.ConformerEncoder", feat_in=64, n_layers=c["layers"], d_model=c["d"],
+               subsampling="conv1d", subs_kernel_size=c["sk"], subsampling_factor=4,
+               ff_expansion_factor=c["ff"] // c["d"], self_attention_model="rotary", pos_emb_max_len=5000,
+               n_heads=c["heads"], conv_norm_type="layer_norm", conv_kernel_size=c["k"], flash_attn=False)
+    if c["head"] == "ctc":
+        head = dict(_target_="gigaam.decoder.CTCHead", feat_in=c["d"], num_classes=V)
+    else:
+        head = dict(_target_="gigaam.decoder.RNNTHead",
+                    decoder=dict(pred_hidden=c["pred"], pred_rnn_layers=1, num_classes=V),
+                    joint=dict(enc_hidden=c["d"], pred_hidden=c["pred"], joint_hidden=c["joint"], num_classes=V))
+    kind = "CTCGreedyDecoding" if c["head"] == "ctc" else "RNNTGreedyDecoding"
+    decoding = {"_target_": "gigaam.decoding." + kind}
+    if c["tok"] == "char":
+        decoding["vocabulary"] = list(vocab[:-1])
+    else:  # the published cfg points into the downloader's cache; the file sits next to the .ckpt
+        decoding["model_path"] = f"/nonexistent/.cache/gigaam/v3_{name}_tokenizer.model"
+    return dict(model_class=c["head"], sample_rate=16000,
+                preprocessor=dict(_target_="gigaam.preprocess.FeatureExtractor", sample_rate=16000, features=64,
+                                  win_length=320, hop_length=160, n_fft=320, mel_scale="htk", center=False),
+                encoder=enc, head=head, decoding=decoding)
+
+
+def check_gigaam(kinds: list[str], work: Path) -> int:
+    import torch
+    import gigaam_ref as ref
+    torch.set_num_threads(1)
+    captured = {}
+    original = ref.write_model
+
+    def capture(path, name, c, enc, head, vocab, types, window, bank):
+        captured[name] = (c, enc, head, vocab, types, window, bank)
+        original(path, name, c, enc, head, vocab, types, window, bank)
+
+    ref.write_model = capture
+    clips = ref.read_clips()
+    fails = 0
+    for name in kinds:
+        print(f"gigaam {name}:")
+        ref.run_variant(name, work, clips)          # the fixture's model again, same seed
+        fixture = FIXTURES / f"gigaam_{name}_tiny.gguf"
+        same = (work / fixture.name).read_bytes() == fixture.read_bytes()
+        print(f"  regenerated reference file equals the committed fixture: {same}")
+        c, enc, head, vocab, types, window, bank = captured[name]
+        V = len(vocab)
+        ckpt = work / f"v3_{name}.ckpt"
+        torch.save({"cfg": gigaam_cfg(c, vocab, name, V), "state_dict": gigaam_state_dict(c, enc, head, window, bank)},
+                   ckpt)
+        if c["tok"] != "char":
+            n = V - 1
+            scores = [-float(i) for i in range(n)]
+            (work / f"v3_{name}_tokenizer.model").write_bytes(spm_model_bytes(vocab[:n], scores, types[:n]))
+        fails += check_outtypes("convert_gigaam.py", [ckpt], fixture, work, f"gigaam_{name}",
+                                ["--name", f"steno tiny {name}"])
+    return fails
+
+
+# ---------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("family", choices=("gigaam", "sortformer"))
+    ap.add_argument("--kinds", default="ctc,rnnt,e2e_ctc,e2e_rnnt", help="gigaam variants")
+    ap.add_argument("--work", type=Path, help="keep the checkpoints and outputs here")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = a.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if a.family == "gigaam":
+            fails = check_gigaam(a.kinds.split(","), work)
+        else:
+            fails = check_sortformer(work)
+    print("OK: every key and tensor as the fixture" if not fails else f"FAILED: {fails} differences")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
