@@ -332,6 +332,7 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
             regex.append(pat.get("Regex") or re.escape(pat.get("String", "")))
 
     walk(tj.get("pre_tokenizer"))
+    added = [a["content"] for a in tj.get("added_tokens", [])]
     cfg = read_json(model_dir / "tokenizer_config.json", required=False)
     ids = {s: i for i, s in enumerate(tokens)}
 
@@ -348,7 +349,7 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
                            f"{hp['audio_token_id']}")
     return {"tokens": tokens, "types": types, "merges": merges, "regex": regex, "template": template,
             "bos": special("bos_token"), "eos": special("eos_token"), "pad": special("pad_token"),
-            "audio_token": audio_tok}
+            "audio_token": audio_tok, "added": added, "ignore_merges": bool(model.get("ignore_merges"))}
 
 
 def prompt_ids(model_dir: Path, tok: dict | None, prompt: str) -> tuple[list[int], list[int]] | None:
@@ -373,6 +374,60 @@ def prompt_ids(model_dir: Path, tok: dict | None, prompt: str) -> tuple[list[int
     before, after = text.split(tok["audio_token"])
     enc = lambda s: t(s, add_special_tokens=False)["input_ids"] if s else []  # noqa: E731
     return enc(before), enc(after)
+
+
+SENTINELS = ("qzxv sentinel one", "Jkw Sentinel Two!")
+# Instructions the derived split must reproduce exactly (with the default prompt).
+PROBES = ("", " leading space", "\nnew line first", "Transcribe; then stop.\n", "trailing space ",
+          "Ünïcödé, 数字 123 and 'quotes'", "  two  spaces\t tab", "<b>tags</b>")
+
+
+def instruction_split(model_dir: Path, tok: dict | None, prompt: str) -> dict | None:
+    """The request around a user instruction, for building the prompt of any
+    instruction at run time. The template is rendered with two sentinel
+    instructions: the text around them must be the same. The instruction is
+    tokenized in one piece with the text around it up to the nearest added
+    (special) tokens, as the processor tokenizes the whole rendered string and
+    added tokens are the only hard splits: `lead` (text after the last added
+    token before the instruction) and `trail` (text up to the next one). Around
+    that: `head` ids before it, `middle` ids up to the audio run, and the
+    suffix ids after it. Checked on PROBES and the default prompt."""
+    if not tok or not tok["template"]:
+        return None
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        return None
+    t = PreTrainedTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"))
+    audio = tok["audio_token"]
+
+    def render(instr: str) -> str:
+        conv = [{"role": "user", "content": [{"type": "text", "text": instr}, {"type": "audio"}]}]
+        return t.apply_chat_template(conv, chat_template=tok["template"], tokenize=False,
+                                     add_generation_prompt=True, enable_thinking=False)
+
+    parts = [render(x).split(x) for x in SENTINELS]
+    if any(len(p) != 2 for p in parts) or parts[0] != parts[1] or parts[0][1].count(audio) != 1 \
+            or audio in parts[0][0]:
+        print("convert_nemotron_transcribe: the template does not put the instruction once before the audio: "
+              "no instruction keys", file=sys.stderr)
+        return None
+    before, after = parts[0]
+    cut = max((before.rfind(a) + len(a) for a in tok["added"] if a and a in before), default=0)
+    head, lead = before[:cut], before[cut:]
+    stops = [after.find(a) for a in tok["added"] if a and a in after]
+    end = min(stops)  # <|audio|> is one of them
+    trail, rest = after[:end], after[end:]
+    middle, suffix = rest.split(audio)
+    enc = lambda s: t(s, add_special_tokens=False)["input_ids"] if s else []  # noqa: E731
+    out = {"head": enc(head), "lead": lead, "trail": trail, "middle": enc(middle), "suffix": enc(suffix)}
+    aid = t.convert_tokens_to_ids(audio)
+    for x in PROBES + (prompt,) + SENTINELS:
+        full = enc(render(x).replace(audio, audio * 3))
+        mine = out["head"] + enc(lead + x + trail) + out["middle"] + [aid] * 3 + out["suffix"]
+        if full != mine:
+            raise ConvertError(f"the instruction split does not reproduce the prompt of {x!r}")
+    return out
 
 
 def alignment_tokens(model_dir: Path) -> list[str] | None:
@@ -404,7 +459,8 @@ def target_type(name: str, arr: np.ndarray, outtype: str) -> QT:
 
 
 def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt: str,
-               align: list[str] | None, around: tuple[list[int], list[int]] | None) -> None:
+               align: list[str] | None, around: tuple[list[int], list[int]] | None,
+               instr: dict | None = None) -> None:
     def put(key, v):
         if isinstance(v, bool):
             w.add_key_value(key, v, VT.BOOL)
@@ -428,6 +484,13 @@ def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt
     if around:
         w.add_key_value(P + "prompt.prefix_ids", around[0], VT.ARRAY, sub_type=VT.INT32)
         w.add_key_value(P + "prompt.suffix_ids", around[1], VT.ARRAY, sub_type=VT.INT32)
+    if instr:
+        w.add_key_value(P + "prompt.instruction.head_ids", instr["head"], VT.ARRAY, sub_type=VT.INT32)
+        w.add_key_value(P + "prompt.instruction.lead", instr["lead"], VT.STRING)
+        w.add_key_value(P + "prompt.instruction.trail", instr["trail"], VT.STRING)
+        if instr["middle"]:  # GGUF has no empty arrays: absent means none
+            w.add_key_value(P + "prompt.instruction.middle_ids", instr["middle"], VT.ARRAY, sub_type=VT.INT32)
+        w.add_key_value(P + "prompt.instruction.suffix_ids", instr["suffix"], VT.ARRAY, sub_type=VT.INT32)
     put(P + "audio.speaker_activity_threshold", hp["speaker_activity_threshold"])
     fe = {"sample_rate": int(pre["sampling_rate"]), "n_fft": int(pre["n_fft"]), "win_length": int(pre["win_length"]),
           "hop_length": int(pre["hop_length"]), "num_mel_bins": int(pre["feature_size"]),
@@ -462,6 +525,8 @@ def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt
         w.add_key_value("tokenizer.ggml.add_bos_token", False, VT.BOOL)
         if tok["regex"]:
             w.add_key_value(P + "tokenizer.pre_regex", tok["regex"], VT.ARRAY, sub_type=VT.STRING)
+        if tok["ignore_merges"]:
+            w.add_key_value(P + "tokenizer.ignore_merges", True, VT.BOOL)
         if tok["template"]:
             w.add_key_value("tokenizer.chat_template", tok["template"], VT.STRING)
 
@@ -503,7 +568,8 @@ def convert(model_dir: Path, out: Path, outtype: str = "auto", name: str | None 
     w = gguf.GGUFWriter(str(out), ARCH)
     w.add_name(name or model_dir.name)
     w.add_key_value("general.file_type", FILE_TYPE[outtype], VT.UINT32)
-    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt))
+    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt),
+               instruction_split(model_dir, tok, prompt))
     w.add_tensor("frontend.window", window)
     w.add_tensor("frontend.filterbank", fb)
     for tname in sorted(tensors):

@@ -24,7 +24,11 @@ ref.prompt_ids (the processor's apply_transcription_request with the default
 prompt: a ChatML-like template, the clip's <|audio|> tokens expanded),
 ref.generated_ids (greedy generate, GEN_TOKENS new tokens) and ref.min_margin (the
 smallest top-1/top-2 logit gap over those steps), with first_logits [vocab] (the
-logits after the prompt).
+logits after the prompt); the same for a user instruction (apply_transcription_request's
+prompt=): ref.instruction (its text), ref.instruction.prompt_ids,
+ref.instruction.generated_ids, ref.instruction.min_margin; and the prompt ids only of
+the EXTRA instructions: ref.instruction.extra (texts), .extra_lengths, .extra_ids
+(concatenated).
 
 The tiny checkpoint carries a byte-level BPE tokenizer trained here (320 ids with
 specials, <|audio|> appended at 320 as NVIDIA's), the chat template, and a
@@ -118,9 +122,20 @@ def processor(fe):
                                           chat_template=TEMPLATE)
 
 
-def generation(model, proc, pcm) -> dict:
+# A user instruction (steno run --prompt): a newline first (it would join the
+# template's "user\n" if tokenized apart), words the tiny tokenizer never saw.
+INSTRUCTIONS = ["\nTranscribe this, then stop: names Zoë & Øyvind; 42 words.",
+                "\nTranscribe it: names Zoë & Øyvind, 42 words.", "\nSay who speaks: Zoë, Øyvind (42)."]
+# More instructions whose prompt ids only are kept (the tokenizer's corners: added
+# tokens inside, white space at the ends, scripts and digits, case runs).
+EXTRA = ["", " leading space", "  two  spaces\t tab\n", "Ünïcödé 数字 123 'quotes' <b>x</b>",
+         "tags <spk:0> and <|im_end|> inside", "ALLCAPS then lowercase CamelCase words\r\n\n"]
+MIN_MARGIN = 0.02  # the first instruction whose greedy steps are this far from a tie
+
+
+def generation(model, proc, pcm, prompt: str | None = None) -> dict:
     """Prompt ids, greedy tokens and their margins (the decoder-side references)."""
-    inputs = proc.apply_transcription_request(audio=pcm)
+    inputs = proc.apply_transcription_request(audio=pcm, prompt=prompt)
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=GEN_TOKENS, do_sample=False,
                              output_logits=True, return_dict_in_generate=True)
@@ -261,6 +276,17 @@ def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> Non
     w.add_key_value("ref.generated_ids", gen["generated"], VT.ARRAY, sub_type=VT.INT32)
     w.add_key_value("ref.min_margin", gen["margin"], VT.FLOAT32)
     w.add_tensor("first_logits", np.ascontiguousarray(gen["first_logits"].float().numpy()))
+    if "instruction" in gen:
+        w.add_key_value("ref.instruction", gen["instruction"]["text"], VT.STRING)
+        w.add_key_value("ref.instruction.prompt_ids", gen["instruction"]["prompt"], VT.ARRAY, sub_type=VT.INT32)
+        w.add_key_value("ref.instruction.generated_ids", gen["instruction"]["generated"], VT.ARRAY,
+                        sub_type=VT.INT32)
+        w.add_key_value("ref.instruction.min_margin", gen["instruction"]["margin"], VT.FLOAT32)
+        w.add_key_value("ref.instruction.extra", EXTRA, VT.ARRAY, sub_type=VT.STRING)
+        w.add_key_value("ref.instruction.extra_lengths", [len(x) for x in gen["extra"]], VT.ARRAY,
+                        sub_type=VT.INT32)
+        w.add_key_value("ref.instruction.extra_ids", [i for x in gen["extra"] for i in x], VT.ARRAY,
+                        sub_type=VT.INT32)
     cprobs, cframes = compress_cases()
     w.add_key_value("ref.compress.cases", [x for c in COMPRESS_CASES for x in c], VT.ARRAY, sub_type=VT.INT32)
     w.add_key_value("ref.compress.frames", cframes, VT.ARRAY, sub_type=VT.INT32)
@@ -327,6 +353,14 @@ def main() -> int:
     valid, T = int(mask.sum()), feats.shape[1] // 8
     proc = processor(fe)
     gen = generation(model, proc, pcm)
+    for text in INSTRUCTIONS:
+        g = generation(model, proc, pcm, text)
+        if g["margin"] >= MIN_MARGIN and g["generated"] != gen["generated"]:
+            gen["instruction"] = dict(g, text=text)
+            break
+    else:
+        raise SystemExit("no instruction changes the generated tokens clear of ties: add another")
+    gen["extra"] = [proc.apply_transcription_request(audio=pcm, prompt=x)["input_ids"][0].tolist() for x in EXTRA]
     with tempfile.TemporaryDirectory() as tmp:
         ck = Path(tmp) / NAME
         model.save_pretrained(str(ck))

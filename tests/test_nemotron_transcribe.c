@@ -42,7 +42,7 @@ static void prompt(const nt_model *m, const gguf_file *ref, uint32_t tokens) {
   const gguf_kv *want = gguf_find(ref, "ref.prompt_ids");
   int *ids = NULL;
   uint32_t n = 0;
-  CHECK_OK(nt_prompt(m, tokens, &ids, &n));
+  CHECK_OK(nt_prompt(m, NULL, 0, tokens, &ids, &n));
   bool same = want && ids && want->n == n;
   for (uint32_t i = 0; same && i < n; i++) same = ids[i] == want->v.i32[i];
   CHECK(same, "prompt of %u ids differs from the processor's %zu", n, want ? want->n : 0);

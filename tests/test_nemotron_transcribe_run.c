@@ -4,7 +4,9 @@
  * embeddings in its <|audio|> rows, and the Nemotron-H decoder give
  * transformers' generated tokens, exactly; the text is those tokens' pieces
  * with the special ones left out; the public API (steno_model_load of the file,
- * steno_transcribe) gives the same text; broken files are refused. */
+ * steno_transcribe) gives the same text; a user instruction (params.prompt)
+ * gives the processor's prompt ids and transformers' tokens for it, exactly;
+ * bad instructions and broken files are refused. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +26,7 @@ static const gguf_kv *ints(const gguf_file *ref, const char *key) {
 /* The public API on the fixture file: the same text as the model's own call
  * (made printable, as every result the API gives: random tokens make control
  * characters and broken UTF-8). */
-static void public_api(const float *pcm, size_t n, const char *text) {
+static void public_api(const float *pcm, size_t n, const char *prompt, const char *text) {
   char *want = NULL;
   CHECK_OK(utf8_printable(text, strlen(text), &want));
   char path[512];
@@ -32,12 +34,106 @@ static void public_api(const float *pcm, size_t n, const char *text) {
   steno_model *model = NULL;
   CHECK_OK(steno_model_load(path, test_params(), &model));
   steno_result *r = NULL;
-  if (model) CHECK_OK(steno_transcribe(model, pcm, n, NULL, &r));
+  steno_transcribe_params p = steno_transcribe_default_params();
+  p.prompt = prompt;
+  if (model) CHECK_OK(steno_transcribe(model, pcm, n, &p, &r));
   if (r && want) CHECK(!strcmp(steno_result_text(r), want), "steno_transcribe: '%s', the model's '%s'",
                        steno_result_text(r), want);
   steno_result_free(r);
   steno_model_free(model);
   free(want);
+}
+
+static bool same_ids(const int *got, uint32_t n, const int32_t *want, size_t n_want) {
+  bool same = got && n == n_want;
+  for (uint32_t i = 0; same && i < n; i++) same = got[i] == want[i];
+  return same;
+}
+
+static uint32_t audio_count(const ntx_model *m, const gguf_kv *ids) {
+  uint32_t k = 0;
+  for (size_t i = 0; i < ids->n; i++) k += (uint32_t)ids->v.i32[i] == m->audio->c.audio_token;
+  return k;
+}
+
+/* A user instruction's prompt: the processor's ids exactly, for the reference's
+ * instruction and its extra ones (added tokens, white space, scripts inside). */
+static void instruction_prompts(const ntx_model *m, const gguf_file *ref) {
+  const char *text = NULL;
+  CHECK_OK(gguf_get_str(ref, "ref.instruction", &text));
+  const gguf_kv *want = ints(ref, "ref.instruction.prompt_ids"), *extra = NULL;
+  const gguf_kv *lens = ints(ref, "ref.instruction.extra_lengths");
+  const gguf_kv *all = ints(ref, "ref.instruction.extra_ids");
+  CHECK_OK(gguf_get_arr(ref, "ref.instruction.extra", GGUF_VAL_STRING, &extra));
+  if (!text || !want || !extra || !lens || !all || lens->n != extra->n) return;
+  int *ids = NULL;
+  uint32_t n = 0, audio = audio_count(m, want);
+  CHECK_OK(ntx_prompt_ids(m, text, audio, &ids, &n));
+  CHECK(same_ids(ids, n, want->v.i32, want->n), "instruction prompt: %u ids, the processor's %zu", n,
+        want->n);
+  free(ids);
+  size_t at = 0;
+  for (size_t i = 0; i < extra->n; i++) {
+    uint32_t len = (uint32_t)lens->v.i32[i];
+    if (at + len > all->n) break;
+    CHECK_OK(ntx_prompt_ids(m, extra->v.str[i].s, audio, &ids, &n));
+    CHECK(same_ids(ids, n, all->v.i32 + at, len), "prompt of '%s': %u ids, the processor's %u",
+          extra->v.str[i].s, n, len);
+    free(ids);
+    at += len;
+  }
+}
+
+/* An instruction the model refuses with STENO_ERR_INVALID, the message naming why. */
+static void bad_instruction(const ntx_model *m, const char *text, const char *want) {
+  int *ids = NULL;
+  uint32_t n = 0;
+  int st = ntx_prompt_ids(m, text, 3, &ids, &n);
+  CHECK(st == STENO_ERR_INVALID && !ids, "instruction '%.40s': status %d", text, st);
+  CHECK(strstr(steno_last_error(), want) != NULL, "message '%s' does not say '%s'",
+        steno_last_error(), want);
+  free(ids);
+}
+
+static void bad_instructions(const ntx_model *m) {
+  bad_instruction(m, "caf\xc3 \xff\xfe", "UTF-8");
+  bad_instruction(m, "over long \xe0\x80\xaf", "UTF-8");
+  bad_instruction(m, "two audios <|audio|> here", "audio token");
+  char *huge = malloc(NTX_MAX_INSTRUCTION + 2);
+  if (!huge) return;
+  memset(huge, 'a', NTX_MAX_INSTRUCTION + 1);
+  huge[NTX_MAX_INSTRUCTION + 1] = 0;
+  bad_instruction(m, huge, "at most");
+  free(huge);
+}
+
+/* The reference's instruction: transformers' greedy tokens exactly (they differ
+ * from the default request's), and the public API with params.prompt gives the
+ * model's own text for it. */
+static void instruction_run(ntx_session *s, const float *pcm, size_t n_pcm, const gguf_file *ref) {
+  const char *text = NULL;
+  CHECK_OK(gguf_get_str(ref, "ref.instruction", &text));
+  const gguf_kv *gen = ints(ref, "ref.instruction.generated_ids");
+  if (!text || !gen) return;
+  /* transformers' generate stops at the config's eos only; steno also at
+   * <|im_end|> (the chat turn's end), which this instruction's run reaches */
+  size_t want = gen->n;
+  for (size_t i = 0; want == gen->n && i < gen->n; i++)
+    for (int j = 0; j < s->m->n_stop; j++)
+      if (gen->v.i32[i] == s->m->stop[j]) want = i + 1;
+  CHECK(want < gen->n, "the instruction's reference reaches no end token: the stop goes unchecked");
+  int *ids = NULL;
+  uint32_t n = 0;
+  CHECK_OK(ntx_generate(s, pcm, n_pcm, text, (uint32_t)gen->n, &ids, &n));
+  CHECK(same_ids(ids, n, gen->v.i32, want), "instruction: %u generated tokens differ from the "
+        "reference's %zu", n, want);
+  free(ids);
+  steno_transcribe_params p = steno_transcribe_default_params();
+  p.prompt = text;
+  steno_result *r = NULL;
+  CHECK_OK(ntx_transcribe(s, pcm, n_pcm, &p, &r));
+  if (r) public_api(pcm, n_pcm, text, steno_result_text(r));
+  steno_result_free(r);
 }
 
 /* Files the end-to-end loader refuses, naming the culprit. */
@@ -91,7 +187,7 @@ int main(void) {
   if (s && pcm && gen && pcm->type == GGUF_TYPE_F32) {
     int *ids = NULL;
     uint32_t n = 0;
-    CHECK_OK(ntx_generate(s, pcm->data, pcm->nelem, (uint32_t)gen->n, &ids, &n));
+    CHECK_OK(ntx_generate(s, pcm->data, pcm->nelem, NULL, (uint32_t)gen->n, &ids, &n));
     CHECK(n == gen->n, "%u tokens, the reference %zu", n, gen->n);
     for (uint32_t i = 0; i < n && i < gen->n; i++)
       CHECK(ids[i] == gen->v.i32[i], "token %u: %d, the reference %d", i, ids[i], gen->v.i32[i]);
@@ -114,12 +210,15 @@ int main(void) {
       CHECK(tm.encoder_ms > 0 && tm.decoder_ms > 0, "timings %g / %g ms", tm.encoder_ms,
             tm.decoder_ms);
 
-      public_api(pcm->data, pcm->nelem, got);
+      public_api(pcm->data, pcm->nelem, NULL, got);
       free(want);
     }
     steno_result_free(r);
     free(ids);
+    instruction_run(s, pcm->data, pcm->nelem, ref);
   }
+  if (m && ref) instruction_prompts(m, ref);
+  if (m) bad_instructions(m);
   ntx_session_free(s);
   ntx_free(m);
   if (f) loader_errors(f);

@@ -196,11 +196,15 @@ int bpe_init(bpe *b, int n, const char *const *tokens, const size_t *len, bool r
     else st = set_token(b, i, tokens[i], len[i], raw);
   }
   for (int i = 0; !st && i < n; i++) map_put(b->ids, b->sym[i], strlen(b->sym[i]), i);
-  for (size_t i = 0; !st && i < n_merges; i++) {
+  size_t total = 1;
+  for (size_t i = 0; i < n_merges; i++) total += merge_len[i];
+  if (!st && !(b->merges = mem_alloc(total, 1))) st = STENO_ERR_NOMEM;
+  for (size_t i = 0, at = 0; !st && i < n_merges; at += merge_len[i++]) {
     const char *sp = memchr(merges[i], ' ', merge_len[i]);
     if (!sp || sp == merges[i] || sp == merges[i] + merge_len[i] - 1)
       st = err_set(STENO_ERR_FORMAT, "BPE merge %zu is not \"a b\"", i);
-    else map_put(b->ranks, merges[i], merge_len[i], (int)i);
+    else memcpy(b->merges + at, merges[i], merge_len[i]);
+    if (!st) map_put(b->ranks, b->merges + at, merge_len[i], (int)i);
   }
   b->rank_by_id = ranks_are_ids && n_merges == 0;
   if (!st && (n_merges || b->rank_by_id)) {
@@ -219,8 +223,25 @@ void bpe_free(bpe *b) {
   for (int i = 0; b->sym && i < b->n; i++) free(b->sym[i]);
   free(b->bytes), free(b->len), free(b->sym);
   map_free(b->ids), map_free(b->ranks);
+  free(b->merges);
   if (b->re) pcre2_code_free(b->re);
   memset(b, 0, sizeof *b);
+}
+
+int bpe_set_pattern(bpe *b, const char *pattern) {
+  int code;
+  PCRE2_SIZE at;
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                 &code, &at, NULL);
+  if (!re) {
+    PCRE2_UCHAR msg[120];
+    pcre2_get_error_message(code, msg, sizeof msg);
+    return err_set(STENO_ERR_FORMAT, "pre-tokenizer pattern at offset %zu: %s", (size_t)at,
+                   (const char *)msg);
+  }
+  if (b->re) pcre2_code_free(b->re);
+  b->re = re;
+  return 0;
 }
 
 int bpe_find(const bpe *b, const char *sym) { return map_get(b->ids, sym, strlen(sym)); }
@@ -262,6 +283,10 @@ static int push_id(ids_vec *o, int id) {
  * (start, length) spans of `s`; `key` has room for "a b" of any two spans. */
 static int merge_word(const bpe *b, const char *s, size_t n, size_t *start, size_t *len, char *key,
                       ids_vec *out) {
+  if (b->ignore_merges) {
+    int whole = map_get(b->ids, s, n);
+    if (whole >= 0) return push_id(out, whole);
+  }
   size_t m = 0;
   for (size_t i = 0; i < n;) {
     size_t l;
@@ -316,15 +341,20 @@ int bpe_encode(const bpe *b, const char *text, int **ids, size_t *n) {
   int st = 0;
   for (PCRE2_SIZE at = 0; !st && at < tn;) {
     int rc = pcre2_match(b->re, (PCRE2_SPTR)text, tn, at, 0, md, NULL);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
       st = err_set(STENO_ERR_INVALID, "text is not valid UTF-8 (PCRE2 error %d)", rc);
       break;
     }
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-    if (ov[1] <= ov[0]) break; /* the pattern never matches empty; be safe */
-    st = encode_piece(b, text + ov[0], ov[1] - ov[0], &out);
-    at = ov[1];
+    PCRE2_SIZE from = rc < 0 ? tn : ov[0], to = rc < 0 ? tn : ov[1];
+    if (rc >= 0 && to == from) {
+      st = err_set(STENO_ERR_FORMAT, "the pre-tokenizer pattern matches empty text");
+      break;
+    }
+    /* Text no match covers is a pre-token of its own (an Isolated split). */
+    if (from > at) st = encode_piece(b, text + at, from - at, &out);
+    if (!st && to > from) st = encode_piece(b, text + from, to - from, &out);
+    at = to;
   }
   pcre2_match_data_free(md);
   if (st) {

@@ -18,9 +18,11 @@ typedef struct {
   uint32_t *len;
   char **sym;        /* each token in byte-unicode form */
   bpe_map *ids;      /* byte-unicode token → id */
-  bpe_map *ranks;    /* "a b" → merge rank */
+  bpe_map *ranks;    /* "a b" → merge rank (keys in `merges`) */
+  char *merges;      /* the merges' text, copied: a model file is closed after load */
   bool rank_by_id;   /* no merges, raw tokens (tiktoken): a pair's rank is its join's id */
   void *re;          /* the compiled pre-tokenizer (pcre2_code) */
+  bool ignore_merges; /* a pre-token that is a whole token is taken as it is (tokenizers' flag) */
 } bpe;
 
 /* n tokens (len[i] bytes each), in byte-unicode form, or as raw bytes when
@@ -39,6 +41,11 @@ int bpe_find(const bpe *b, const char *sym);
 /* The bytes of ids[0..n) as valid UTF-8: each maximal ill-formed subsequence
  * becomes U+FFFD, as Python's and Rust's lossy decoding do. *out is malloc'd. */
 int bpe_decode(const bpe *b, const int *ids, size_t n, char **out);
+
+/* Splits text for encoding with `pattern` (PCRE2, UTF and Unicode properties)
+ * instead of GPT-2's: a tokenizers "Split" pre-tokenizer with behavior
+ * Isolated, each match and each stretch between matches a pre-token. */
+int bpe_set_pattern(bpe *b, const char *pattern);
 
 /* Token ids of UTF-8 `text` (malloc'd *ids, *n of them). */
 int bpe_encode(const bpe *b, const char *text, int **ids, size_t *n);

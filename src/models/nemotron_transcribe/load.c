@@ -205,39 +205,83 @@ static int weights(nt_model *m, const gguf_file *f, const renc_dims *asr, const 
   return linear(m, f, "proj", m->c.d_lm, m->c.d, &m->proj);
 }
 
-/* The default request's ids around the audio (optional keys). */
-static int prompt_keys(nt_model *m, const gguf_file *f) {
-  const gguf_kv *pre = NULL, *post = NULL;
-  TRY(gguf_opt_arr(f, KEY "prompt.prefix_ids", GGUF_VAL_INT32, &pre));
-  TRY(gguf_opt_arr(f, KEY "prompt.suffix_ids", GGUF_VAL_INT32, &post));
-  if (!pre || !post) return 0;
-  if (pre->n > 65536 || post->n > 65536)
-    return err_set(STENO_ERR_FORMAT, "%s: prompt of %zu + %zu ids", f->name, pre->n, post->n);
-  m->prefix = mem_alloc(pre->n + 1, sizeof *m->prefix);
-  m->suffix = mem_alloc(post->n + 1, sizeof *m->suffix);
-  if (!m->prefix || !m->suffix) return STENO_ERR_NOMEM;
-  for (size_t i = 0; i < pre->n + post->n; i++) {
-    int32_t id = i < pre->n ? pre->v.i32[i] : post->v.i32[i - pre->n];
+/* An optional list of prompt ids (none: *v NULL, *n 0); no audio token among them. */
+static int id_list(const nt_model *m, const gguf_file *f, const char *key, int32_t **v,
+                   uint32_t *n) {
+  const gguf_kv *kv = NULL;
+  TRY(gguf_opt_arr(f, key, GGUF_VAL_INT32, &kv));
+  if (!kv) return 0;
+  if (kv->n > 65536) return err_set(STENO_ERR_FORMAT, "%s: '%s' has %zu ids", f->name, key, kv->n);
+  *v = mem_alloc(kv->n + 1, sizeof **v);
+  if (!*v) return STENO_ERR_NOMEM;
+  for (size_t i = 0; i < kv->n; i++) {
+    int32_t id = kv->v.i32[i];
     if (id < 0 || (uint32_t)id == m->c.audio_token)
-      return err_set(STENO_ERR_FORMAT, "%s: prompt id %d", f->name, id);
-    (i < pre->n ? m->prefix : m->suffix)[i < pre->n ? i : i - pre->n] = id;
+      return err_set(STENO_ERR_FORMAT, "%s: '%s' holds id %d", f->name, key, id);
+    (*v)[i] = id;
   }
-  m->n_prefix = (uint32_t)pre->n;
-  m->n_suffix = (uint32_t)post->n;
+  *n = (uint32_t)kv->n;
   return 0;
 }
 
-int nt_prompt(const nt_model *m, uint32_t n_audio, int **ids, uint32_t *n) {
+static int opt_text(const gguf_file *f, const char *key, char **out) {
+  const char *s = NULL;
+  TRY(gguf_opt_str(f, key, &s));
+  if (s && strlen(s) > 65536) return err_set(STENO_ERR_FORMAT, "%s: '%s' is too long", f->name, key);
+  if (s && !(*out = mem_strdup(s))) return STENO_ERR_NOMEM;
+  return 0;
+}
+
+/* The prompt keys (optional): the default request's ids around the audio, and
+ * the pieces a user instruction goes between (docs/nemotron-transcribe-gguf.md §8). */
+static int prompt_keys(nt_model *m, const gguf_file *f) {
+  nt_instruction_keys *k = &m->instr;
+  TRY(id_list(m, f, KEY "prompt.prefix_ids", &m->prefix, &m->n_prefix));
+  TRY(id_list(m, f, KEY "prompt.suffix_ids", &m->suffix, &m->n_suffix));
+  if (!m->prefix || !m->suffix) { /* one without the other: no default request */
+    free(m->prefix), free(m->suffix);
+    m->prefix = m->suffix = NULL;
+  }
+  TRY(id_list(m, f, KEY "prompt.instruction.head_ids", &k->head, &k->n_head));
+  TRY(id_list(m, f, KEY "prompt.instruction.middle_ids", &k->middle, &k->n_middle));
+  TRY(id_list(m, f, KEY "prompt.instruction.suffix_ids", &k->suffix, &k->n_suffix));
+  TRY(opt_text(f, KEY "prompt.instruction.lead", &k->lead));
+  TRY(opt_text(f, KEY "prompt.instruction.trail", &k->trail));
+  if (!k->head != !k->suffix || !k->head != !k->lead || !k->head != !k->trail)
+    return err_set(STENO_ERR_FORMAT, "%s: prompt.instruction.{head_ids,lead,trail,suffix_ids} "
+                   "go together", f->name);
+  return 0;
+}
+
+/* ids of n ints appended at v + *at. */
+static void put_ids(int *v, uint32_t *at, const int32_t *ids, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) v[(*at)++] = ids[i];
+}
+
+int nt_prompt(const nt_model *m, const int *instr, uint32_t n_instr, uint32_t n_audio, int **ids,
+              uint32_t *n) {
   *ids = NULL;
-  if (!m->prefix) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no prompt keys");
-  size_t total = (size_t)m->n_prefix + n_audio + m->n_suffix;
-  int *v = mem_alloc(total, sizeof *v);
+  const nt_instruction_keys *k = &m->instr;
+  if (!instr && !m->prefix) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no prompt keys");
+  if (instr && !k->head) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no instruction keys");
+  uint64_t total = instr ? (uint64_t)k->n_head + n_instr + k->n_middle + n_audio + k->n_suffix
+                         : (uint64_t)m->n_prefix + n_audio + m->n_suffix;
+  if (total > (1u << 24)) return err_set(STENO_ERR_INVALID, "a prompt of %llu ids", (unsigned long long)total);
+  int *v = mem_alloc((size_t)total, sizeof *v);
   if (!v) return STENO_ERR_NOMEM;
-  for (uint32_t i = 0; i < m->n_prefix; i++) v[i] = m->prefix[i];
-  for (uint32_t i = 0; i < n_audio; i++) v[m->n_prefix + i] = (int)m->c.audio_token;
-  for (uint32_t i = 0; i < m->n_suffix; i++) v[m->n_prefix + n_audio + i] = m->suffix[i];
+  uint32_t at = 0;
+  if (instr) {
+    put_ids(v, &at, k->head, k->n_head);
+    put_ids(v, &at, instr, n_instr);
+    put_ids(v, &at, k->middle, k->n_middle);
+  } else {
+    put_ids(v, &at, m->prefix, m->n_prefix);
+  }
+  for (uint32_t i = 0; i < n_audio; i++) v[at++] = (int)m->c.audio_token;
+  if (instr) put_ids(v, &at, k->suffix, k->n_suffix);
+  else put_ids(v, &at, m->suffix, m->n_suffix);
   *ids = v;
-  *n = (uint32_t)total;
+  *n = at;
   return 0;
 }
 
@@ -275,6 +319,8 @@ void nt_free(nt_model *m) {
   gpu_linear_free(&m->proj);
   free(m->prefix);
   free(m->suffix);
+  free(m->instr.head), free(m->instr.middle), free(m->instr.suffix);
+  free(m->instr.lead), free(m->instr.trail);
   nt_wts_free(&m->wts);
   free(m);
 }

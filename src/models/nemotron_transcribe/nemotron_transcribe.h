@@ -43,6 +43,16 @@ typedef struct {
   uint32_t factor, classes;
 } nt_wts;
 
+/* Where a user instruction goes (optional keys): head ids, then the ids of
+ * lead + instruction + trail tokenized as one text (the processor tokenizes the
+ * rendered template whole; only added tokens split it), middle ids, the audio
+ * run, suffix ids. */
+typedef struct {
+  int32_t *head, *middle, *suffix; /* NULL: none (middle may be absent when the rest is there) */
+  uint32_t n_head, n_middle, n_suffix;
+  char *lead, *trail;
+} nt_instruction_keys;
+
 /* The model's audio module: read-only after load. */
 typedef struct {
   nt_config c;
@@ -57,16 +67,20 @@ typedef struct {
   nt_wts wts;
   int32_t *prefix, *suffix; /* the default request's ids around its audio (NULL: absent) */
   uint32_t n_prefix, n_suffix;
+  nt_instruction_keys instr;
 } nt_model;
 
 int nt_load(gpu_device *dev, const gguf_file *f, nt_model **out);
 void nt_free(nt_model *m);
 
-/* The default transcription request for n_audio audio tokens: prefix ids,
- * n_audio audio_token ids, suffix ids (*ids malloc'd, *n of them), as the
- * processor's apply_transcription_request; STENO_ERR_UNSUPPORTED when the file
- * has no prompt keys. */
-int nt_prompt(const nt_model *m, uint32_t n_audio, int **ids, uint32_t *n);
+/* The transcription request for n_audio audio tokens (*ids malloc'd, *n of
+ * them), as the processor's apply_transcription_request: with instr NULL the
+ * default request (prefix ids, the audio run, suffix ids); else a user
+ * instruction, instr being the ids of lead + instruction + trail (the text
+ * tokenized by the caller, who has the tokenizer). STENO_ERR_UNSUPPORTED when
+ * the file lacks the keys for it. */
+int nt_prompt(const nt_model *m, const int *instr, uint32_t n_instr, uint32_t n_audio, int **ids,
+              uint32_t *n);
 
 /* One chunk of the offline run (_get_chunks): encoder frames [start, end)
  * seen with their context [ctx, ctx_end). */

@@ -1,6 +1,7 @@
 /* Nemotron 3.5 Transcribe: audio module → prompt → Nemotron-H → text. */
 #include "models/nemotron_transcribe/transcribe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@
 #include "base/timer.h"
 #include "text/result.h"
 
-#define LM_KEYS "nemotron3_5_transcribe.lm."
+#define KEY "nemotron3_5_transcribe."
+#define LM_KEYS KEY "lm."
 #define CONTEXT 8192 /* tokens a session holds: 10 min of audio tokens (12.5/s) and text */
 
 static void add_stop(ntx_model *m, int id) {
@@ -34,26 +36,61 @@ static int stops(const gguf_file *f, ntx_model *m) {
   return 0;
 }
 
-/* The BPE pieces for decoding (the prompt's ids come with the file: nothing is
- * encoded at run time) and which are special. */
+/* The pre-tokenizer for encoding a user instruction: the file's one Split
+ * pattern (absent: GPT-2's, which bpe_init set); several are not supported yet. */
+static int pre_tokenizer(const gguf_file *f, ntx_model *m) {
+  const gguf_kv *re = NULL;
+  TRY(gguf_opt_arr(f, KEY "tokenizer.pre_regex", GGUF_VAL_STRING, &re));
+  TRY(gguf_opt_bool(f, KEY "tokenizer.ignore_merges", &m->tok.ignore_merges));
+  if (!m->tok.re) {
+    m->no_encode = "no BPE merges";
+    return 0;
+  }
+  if (re && re->n > 1) m->no_encode = "a pre-tokenizer of several patterns";
+  if (re && re->n == 1) {
+    if (strlen(re->v.str[0].s) != re->v.str[0].len)
+      return err_set(STENO_ERR_FORMAT, "%s: the pre-tokenizer pattern holds a NUL", f->name);
+    TRY(bpe_set_pattern(&m->tok, re->v.str[0].s));
+  }
+  return 0;
+}
+
+/* The added tokens (control and user types): the processor's tokenizer matches
+ * them in the text before the BPE, so an instruction may hold them. */
+static int added_tokens(const gguf_kv *types, ntx_model *m) {
+  if (!types) return 0;
+  m->added = mem_alloc(types->n + 1, sizeof *m->added);
+  if (!m->added) return STENO_ERR_NOMEM;
+  for (size_t i = 0; i < types->n; i++)
+    if ((types->v.i32[i] == 3 || types->v.i32[i] == 4) && m->tok.len[i] > 0)
+      m->added[m->n_added++] = (int)i;
+  return 0;
+}
+
+/* The BPE pieces for decoding, the merges and pre-tokenizer for encoding a
+ * user instruction, and which tokens are special. */
 static int tokenizer(const gguf_file *f, ntx_model *m) {
-  const gguf_kv *tokens, *types = NULL;
+  const gguf_kv *tokens, *types = NULL, *merges = NULL;
   TRY(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VAL_STRING, &tokens));
   TRY(gguf_opt_arr(f, "tokenizer.ggml.token_type", GGUF_VAL_INT32, &types));
+  TRY(gguf_opt_arr(f, "tokenizer.ggml.merges", GGUF_VAL_STRING, &merges));
   if (tokens->n < m->lm->vocab || tokens->n > (1u << 24) || (types && types->n != tokens->n))
     return err_set(STENO_ERR_FORMAT, "%s: %zu tokens (%zu types) for a vocabulary of %u", f->name,
                    tokens->n, types ? types->n : 0, m->lm->vocab);
-  size_t n = tokens->n;
-  const char **s = mem_alloc(n, sizeof *s);
-  size_t *len = mem_alloc(n, sizeof *len);
+  size_t n = tokens->n, nm = merges ? merges->n : 0;
+  const char **s = mem_alloc(n + nm + 1, sizeof *s);
+  size_t *len = mem_alloc(n + nm + 1, sizeof *len);
   m->special = mem_alloc(n, sizeof *m->special);
   int st = s && len && m->special ? 0 : STENO_ERR_NOMEM;
   for (size_t i = 0; !st && i < n; i++) {
     s[i] = tokens->v.str[i].s, len[i] = tokens->v.str[i].len;
     m->special[i] = types && types->v.i32[i] == 3; /* control */
   }
-  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, false, 0, NULL, NULL);
+  for (size_t i = 0; !st && i < nm; i++) s[n + i] = merges->v.str[i].s, len[n + i] = merges->v.str[i].len;
+  if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, false, nm, s + n, len + n);
   free(s), free(len);
+  if (!st) st = pre_tokenizer(f, m);
+  if (!st) st = added_tokens(types, m);
   if (st) return err_wrap(st, "%s: ", f->name);
   return stops(f, m);
 }
@@ -82,6 +119,7 @@ void ntx_free(ntx_model *m) {
   nemotron_h_free(m->lm);
   bpe_free(&m->tok);
   free(m->special);
+  free(m->added);
   free(m);
 }
 
@@ -106,11 +144,88 @@ void ntx_session_free(ntx_session *s) {
   free(s);
 }
 
+/* The longest added token at s[0..n), its id and *len; -1 if none starts there. */
+static int added_at(const ntx_model *m, const char *s, size_t n, size_t *len) {
+  int best = -1;
+  *len = 0;
+  for (int i = 0; i < m->n_added; i++) {
+    int id = m->added[i];
+    size_t l = m->tok.len[id];
+    if (l > *len && l <= n && s[0] == m->tok.bytes[id][0] && !memcmp(s, m->tok.bytes[id], l))
+      best = id, *len = l;
+  }
+  return best;
+}
+
+/* BPE ids of text[0..n) (no added token in it) appended to out. */
+static int encode_span(const ntx_model *m, const char *text, size_t n, int *out, uint32_t *at,
+                       uint32_t cap) {
+  if (!n) return 0;
+  char *piece = mem_alloc(n + 1, 1);
+  if (!piece) return STENO_ERR_NOMEM;
+  memcpy(piece, text, n);
+  int *ids = NULL;
+  size_t k = 0;
+  int st = bpe_encode(&m->tok, piece, &ids, &k);
+  free(piece);
+  if (!st && k > cap - *at) st = err_set(STENO_ERR_INVALID, "more than %u prompt tokens", cap);
+  for (size_t i = 0; !st && i < k; i++) out[(*at)++] = ids[i];
+  free(ids);
+  return st;
+}
+
+/* The ids of lead + text + trail (where the request puts the instruction): the
+ * added tokens matched first, leftmost and longest, the text between them BPE
+ * encoded, as the processor's tokenizer does on the rendered template. */
+static int encode_instruction(const ntx_model *m, const char *text, int **ids, uint32_t *n) {
+  const nt_instruction_keys *k = &m->audio->instr;
+  *ids = NULL, *n = 0;
+  if (!k->head)
+    return err_set(STENO_ERR_UNSUPPORTED, "the model file has no instruction keys (convert it "
+                   "again with transformers installed): it takes no prompt");
+  if (m->no_encode)
+    return err_set(STENO_ERR_UNSUPPORTED, "cannot encode a prompt: %s", m->no_encode);
+  size_t tn = strlen(text), total = strlen(k->lead) + tn + strlen(k->trail);
+  if (tn > NTX_MAX_INSTRUCTION)
+    return err_set(STENO_ERR_INVALID, "a prompt of %zu bytes (at most %d)", tn, NTX_MAX_INSTRUCTION);
+  char *all = mem_alloc(total + 1, 1);
+  int *out = mem_alloc(total + 1, sizeof *out); /* a token is at least one byte */
+  int st = all && out ? 0 : STENO_ERR_NOMEM;
+  if (!st) snprintf(all, total + 1, "%s%s%s", k->lead, text, k->trail);
+  uint32_t at = 0;
+  size_t from = 0;
+  for (size_t i = 0; !st && i <= total; i++) {
+    size_t len = 0;
+    int id = i < total ? added_at(m, all + i, total - i, &len) : -1;
+    if (id < 0 && i < total) continue;
+    st = encode_span(m, all + from, i - from, out, &at, (uint32_t)total + 1);
+    if (!st && id == (int)m->audio->c.audio_token)
+      st = err_set(STENO_ERR_INVALID, "the prompt holds the audio token '%s'", m->tok.sym[id]);
+    if (!st && id >= 0) out[at++] = id;
+    from = i + len, i += len ? len - 1 : 0;
+  }
+  free(all);
+  if (st) return free(out), err_wrap(st, "prompt: ");
+  *ids = out, *n = at;
+  return 0;
+}
+
+int ntx_prompt_ids(const ntx_model *m, const char *instruction, uint32_t n_audio, int **ids,
+                   uint32_t *n) {
+  *ids = NULL;
+  int *instr = NULL;
+  uint32_t n_instr = 0;
+  if (instruction) TRY(encode_instruction(m, instruction, &instr, &n_instr));
+  int st = nt_prompt(m->audio, instr, n_instr, n_audio, ids, n);
+  free(instr);
+  return st;
+}
+
 /* The prompt's rows: ids, with −1 and the next audio embedding where <|audio|> stands. */
-static int prompt_rows(const ntx_model *m, const nt_audio *a, int **ids, float **rows,
-                       uint32_t *n) {
+static int prompt_rows(const ntx_model *m, const nt_audio *a, const char *instruction, int **ids,
+                       float **rows, uint32_t *n) {
   *rows = NULL;
-  TRY(nt_prompt(m->audio, a->tokens, ids, n));
+  TRY(ntx_prompt_ids(m, instruction, a->tokens, ids, n));
   uint32_t d = m->lm->d.d, used = 0;
   *rows = mem_alloc((size_t)*n * d, sizeof **rows);
   if (!*rows) return STENO_ERR_NOMEM;
@@ -125,8 +240,8 @@ static int prompt_rows(const ntx_model *m, const nt_audio *a, int **ids, float *
   return 0;
 }
 
-int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, int **ids,
-                 uint32_t *n_ids) {
+int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
+                 uint32_t max_new, int **ids, uint32_t *n_ids) {
   const ntx_model *m = s->m;
   *ids = NULL;
   *n_ids = 0;
@@ -138,7 +253,7 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, i
   double t0 = time_now();
   int st = out ? nt_audio_run(m->audio, pcm, n, &a) : STENO_ERR_NOMEM;
   double t1 = time_now();
-  if (!st) st = prompt_rows(m, &a, &prompt, &rows, &np);
+  if (!st) st = prompt_rows(m, &a, instruction, &prompt, &rows, &np);
   if (!st && (uint64_t)np + max_new > s->lm->ctx)
     st = err_set(STENO_ERR_INVALID, "nemotron transcribe: a prompt of %u tokens and %u more do "
                  "not fit the context of %u", np, max_new, s->lm->ctx);
@@ -187,7 +302,7 @@ int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_trans
   uint32_t max_new = 16 + (uint32_t)(8 * seconds); /* speech is ~3 tokens a second */
   int *ids;
   uint32_t n_ids;
-  TRY(ntx_generate(s, pcm, n, max_new, &ids, &n_ids));
+  TRY(ntx_generate(s, pcm, n, p ? p->prompt : NULL, max_new, &ids, &n_ids));
   char *text = NULL;
   steno_result *r = NULL;
   int st = text_of(s->m, ids, n_ids, &text);

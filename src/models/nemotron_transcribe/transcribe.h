@@ -1,8 +1,8 @@
 /* Nemotron 3.5 Transcribe end to end (architecture nemotron3_5_transcribe): the
  * audio module (towers: nt_audio_run) gives one embedding per audio token; the
- * default request's prompt (nt_prompt) has them in its <|audio|> rows; the
- * Nemotron-H decoder (models/nemotron_h) reads it and decodes greedily until an
- * end token; the byte-level BPE pieces, special tokens left out, are the text. */
+ * request's prompt (nt_prompt: the default one or a user instruction) has them
+ * in its <|audio|> rows; the Nemotron-H decoder (models/nemotron_h) reads it
+ * and decodes greedily until an end token; the byte-level BPE pieces, special tokens left out, are the text. */
 #ifndef STENO_MODELS_NEMOTRON_TRANSCRIBE_TRANSCRIBE_H
 #define STENO_MODELS_NEMOTRON_TRANSCRIBE_TRANSCRIBE_H
 
@@ -12,6 +12,7 @@
 #include "text/bpe.h"
 
 #define NTX_MAX_STOP 8
+#define NTX_MAX_INSTRUCTION 16384 /* bytes of a user instruction (--prompt) */
 
 typedef struct {
   nt_model *audio;
@@ -20,6 +21,8 @@ typedef struct {
   bool *special;             /* [tokens]: control tokens, left out of the text */
   int stop[NTX_MAX_STOP];    /* end tokens: the LM's eos ids, the tokenizer's, <|im_end|> */
   int n_stop;
+  int *added, n_added;       /* the added tokens' ids, matched before the BPE when encoding */
+  const char *no_encode;     /* why a user instruction cannot be encoded (NULL: it can) */
 } ntx_model;
 
 typedef struct {
@@ -33,10 +36,17 @@ void ntx_free(ntx_model *m);
 int ntx_session_new(const ntx_model *m, ntx_session **out);
 void ntx_session_free(ntx_session *s);
 
+/* The request's ids for n_audio audio tokens (*ids malloc'd): the default
+ * request (instruction NULL) or the user's instruction in its place, tokenized
+ * as the processor does. */
+int ntx_prompt_ids(const ntx_model *m, const char *instruction, uint32_t n_audio, int **ids,
+                   uint32_t *n);
+
 /* The generated ids for n samples (an end token included when one came), at
- * most max_new; *ids malloc'd. */
-int ntx_generate(ntx_session *s, const float *pcm, size_t n, uint32_t max_new, int **ids,
-                 uint32_t *n_ids);
+ * most max_new; *ids malloc'd. instruction: the user's request in place of
+ * the default one (apply_transcription_request's prompt); NULL: the default. */
+int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
+                 uint32_t max_new, int **ids, uint32_t *n_ids);
 
 /* All of it: 16 kHz mono pcm → a result (text; one segment over the piece). */
 int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
