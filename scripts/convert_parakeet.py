@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Convert a transformers Parakeet checkpoint (ParakeetForCTC / ParakeetForTDT /
-ParakeetForRNNT) to a GGUF in transcribe.cpp's published layout.
+ParakeetForRNNT) or Nemotron 3.5 ASR Streaming checkpoint (Nemotron3_5AsrForRNNT:
+cache-aware streaming encoder, language prompt MLP) to a GGUF in transcribe.cpp's
+published layout.
 
 The layout is the one written down in shared/spec/gguf-conformer-families.md
 sections 0, 1 and 5: architecture "parakeet", every key with its exact GGUF type
@@ -10,7 +12,9 @@ the published F32 / F16 / Q8_0 files.
 Input: a directory holding config.json, model.safetensors (or a sharded
 model.safetensors.index.json), preprocessor_config.json (optional; the spec's
 defaults are used when absent) and a tokenizer: tokenizer.model (SentencePiece,
-preferred: it carries the scores and piece types) or tokenizer.json.
+preferred: it carries the scores and piece types) or tokenizer.json. For Nemotron
+3.5 the processor_config.json also gives the prompt dictionary and the supported
+lookaheads (spec sections 1.2 and 3).
 
 Needs only numpy, safetensors and gguf (gguf-py). No torch.
 
@@ -198,7 +202,8 @@ def read_spm_model(path: Path) -> dict:
     return {
         "tokens": pieces,
         "scores": [float(s) for s in scores],
-        "types": [tmap.get(t, TOK_NORMAL) for t in types],
+        "types": [tmap.get(t, TOK_CONTROL if _LANG_TAG.match(p) else TOK_NORMAL)
+                  for p, t in zip(pieces, types)],
         "unk_id": special_id("unk", 2),
         "bos_id": special_id("bos", 3),
         "eos_id": special_id("eos", 3),
@@ -206,6 +211,8 @@ def read_spm_model(path: Path) -> dict:
 
 
 _BYTE_PIECE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+# Nemotron 3.5's <ll-RR> language tags: CONTROL whatever SentencePiece calls them.
+_LANG_TAG = re.compile(r"^<[a-z]{2,3}-[A-Za-z]{2,4}>$")
 
 
 def read_tokenizer_json(path: Path) -> dict:
@@ -238,7 +245,7 @@ def read_tokenizer_json(path: Path) -> dict:
         piece, score = by_id[i]
         if piece == unk_piece:
             t = TOK_UNKNOWN
-        elif special.get(i):
+        elif special.get(i) or _LANG_TAG.match(piece):
             t = TOK_CONTROL
         elif _BYTE_PIECE.match(piece):
             t = TOK_BYTE
@@ -286,13 +293,61 @@ def load_vocab(model_dir: Path, n_spm: int) -> dict:
 # Hyperparameters
 # ---------------------------------------------------------------------------
 
-HEAD_OF_MODEL_TYPE = {"parakeet_ctc": "ctc", "parakeet_tdt": "tdt", "parakeet_rnnt": "rnnt"}
+HEAD_OF_MODEL_TYPE = {"parakeet_ctc": "ctc", "parakeet_tdt": "tdt", "parakeet_rnnt": "rnnt",
+                      "nemotron3_5_asr": "rnnt"}
+# Cache-aware streaming encoders: causal convs, chunked_limited attention, a
+# LayerNorm in the conv module (spec 3).
+STREAMING_MODEL_TYPES = {"nemotron3_5_asr"}
 
 
-def read_hparams(cfg: dict, fe: dict, sd: dict) -> dict:
+def read_streaming(cfg: dict, proc: dict, enc: dict, k: int) -> dict:
+    """Spec 1.2 / 3 for a cache-aware encoder. transformers keeps the left
+    context as sliding_window = L + 1 and the default lookahead R in the encoder
+    config, the supported lookaheads in the processor; pair 0 of the choices is
+    the default, the rest by R descending (as transcribe.cpp orders them). The
+    three streaming constants are NeMo's for causal dw_striding x8: the mel
+    cache before each later chunk is factor + 1 = 9 frames, which makes
+    1 + 8 // 8 = 2 extra encoder frames to drop, and the first chunk's pre-encode
+    needs 1 frame (transformers carries conv caches instead and has no keys)."""
+    left = int(enc.get("sliding_window", 71)) - 1
+    right = int(proc.get("default_num_lookahead_tokens", enc.get("default_num_lookahead_tokens", 13)))
+    rights = [int(r) for r in proc.get("supported_num_lookahead_tokens") or [right]]
+    if left < 0 or right < 0 or min(rights) < 0 or right not in rights:
+        raise ConvertError(f"attention context L {left}, R {right} of the supported {rights}")
+    choices = [(left, right)] + [(left, r) for r in sorted(set(rights) - {right}, reverse=True)]
+    return dict(att_left=left, att_right=right, att_choices=choices, conv_left=k - 1, conv_right=0,
+                pre_encode_cache=9, drop_extra=2, sampling_first=1)
+
+
+def read_prompt(cfg: dict, proc: dict, sd: dict, d: int) -> dict:
+    """Nemotron 3.5's prompt MLP (spec 1.2): P slots, the hidden width from the
+    weights, the dictionary from the processor (ordered by slot: without an auto
+    slot the loader takes the first entry), auto_id its "auto" slot (else the
+    config's default prompt)."""
+    P = int(cfg.get("num_prompts", 128))
+    w0 = sd.get("prompt_projector.linear_1.weight")
+    if w0 is None or w0.ndim != 2 or w0.shape[1] != d + P:
+        raise ConvertError(f"prompt_projector.linear_1.weight is {None if w0 is None else w0.shape}, "
+                           f"not [hidden, {d} + {P}]")
+    table = proc.get("prompt_dictionary")
+    if not table:
+        raise ConvertError("processor_config.json has no prompt_dictionary (locale -> prompt slot)")
+    entries = sorted(((str(k), int(v)) for k, v in table.items()), key=lambda e: e[1])
+    if any(not 0 <= v < P for _, v in entries):
+        raise ConvertError(f"a prompt_dictionary slot is outside 0..{P - 1}")
+    auto = int(table["auto"]) if "auto" in table else cfg.get("default_prompt_id")
+    if int(proc.get("num_prompts", P)) != P:
+        raise ConvertError(f"the processor has {proc['num_prompts']} prompts, the model {P}")
+    return dict(num_prompts=P, prompt_hidden=int(w0.shape[0]), prompt_locales=[e[0] for e in entries],
+                prompt_indices=[e[1] for e in entries], prompt_auto=None if auto is None else int(auto))
+
+
+def read_hparams(cfg: dict, fe: dict, sd: dict, proc: dict | None = None) -> dict:
     head = HEAD_OF_MODEL_TYPE.get(cfg.get("model_type"))
     if head is None:
-        raise ConvertError(f"config.json model_type {cfg.get('model_type')!r} is not a Parakeet CTC/TDT/RNN-T")
+        raise ConvertError(f"config.json model_type {cfg.get('model_type')!r} is not a Parakeet "
+                           "CTC/TDT/RNN-T or Nemotron 3.5 ASR")
+    streaming = cfg.get("model_type") in STREAMING_MODEL_TYPES
     enc = cfg["encoder_config"]
     d, n_heads = int(enc["hidden_size"]), int(enc["num_attention_heads"])
     if d % n_heads:
@@ -315,7 +370,7 @@ def read_hparams(cfg: dict, fe: dict, sd: dict) -> dict:
     if att_bias != conv_bias:
         raise ConvertError("attention_bias and convolution_bias differ; the GGUF has one use_bias flag")
     k = int(enc.get("conv_kernel_size", 9))
-    if k % 2 == 0:
+    if k % 2 == 0 and not streaming:
         raise ConvertError("conv_kernel_size must be odd (symmetric padding)")
 
     hp = dict(
@@ -328,7 +383,12 @@ def read_hparams(cfg: dict, fe: dict, sd: dict) -> dict:
         win_length=int(fe["win_length"]), hop_length=int(fe["hop_length"]),
         pre_emphasis=float(fe["preemphasis"] if fe.get("preemphasis") is not None else 0.0),
         vocab=int(cfg["vocab_size"]),   # transformers counts the blank: SPM vocab + 1
+        streaming=streaming, num_prompts=0,
     )
+    if streaming:
+        hp.update(read_streaming(cfg, proc or {}, enc, k))
+        if "prompt_projector.linear_1.weight" in sd:
+            hp.update(read_prompt(cfg, proc or {}, sd, d))
     if head != "ctc":
         H = int(cfg["decoder_hidden_size"])
         n_lstm = 0
@@ -358,6 +418,12 @@ def read_hparams(cfg: dict, fe: dict, sd: dict) -> dict:
 # ---------------------------------------------------------------------------
 # Tensor catalog (spec 1.3): (gguf name, transformers name or callable)
 # ---------------------------------------------------------------------------
+
+# (GGUF conv index, transformers module) of the dw_striding stem: Parakeet keeps
+# NeMo's Sequential indices; the causal streaming stem names its modules.
+PRE_ENCODE = [(i, f"layers.{i}") for i in (0, 2, 3, 5, 6)]
+PRE_ENCODE_STREAMING = [(0, "conv_in"), (2, "layers.0.depthwise_conv"), (3, "layers.0.pointwise_conv"),
+                        (5, "layers.1.depthwise_conv"), (6, "layers.1.pointwise_conv")]
 
 BLOCK_TENSORS = [
     ("norm_ff1.weight", "norm_feed_forward1.weight"),
@@ -417,15 +483,17 @@ def tensor_plan(hp: dict, sd: dict) -> list[tuple[str, np.ndarray]]:
         return sd[name]
 
     plan = []
-    for i in (0, 2, 3, 5, 6):
-        plan.append((f"enc.pre_encode.conv.{i}.weight", get(f"encoder.subsampling.layers.{i}.weight")))
-        plan.append((f"enc.pre_encode.conv.{i}.bias", get(f"encoder.subsampling.layers.{i}.bias")))
+    for i, src in PRE_ENCODE_STREAMING if hp["streaming"] else PRE_ENCODE:
+        plan.append((f"enc.pre_encode.conv.{i}.weight", get(f"encoder.subsampling.{src}.weight")))
+        plan.append((f"enc.pre_encode.conv.{i}.bias", get(f"encoder.subsampling.{src}.bias")))
     plan.append(("enc.pre_encode.out.weight", get("encoder.subsampling.linear.weight")))
     plan.append(("enc.pre_encode.out.bias", get("encoder.subsampling.linear.bias")))
 
     for b in range(hp["n_layers"]):
         src = f"encoder.layers.{b}."
         for dst, s in BLOCK_TENSORS + (BLOCK_BIASES if hp["use_bias"] else []):
+            if hp["streaming"] and "running_" in dst:
+                continue                  # a LayerNorm conv module has no statistics
             plan.append((f"enc.blocks.{b}.{dst}", get(src + s)))
         used.add(src + "conv.norm.num_batches_tracked")
 
@@ -453,6 +521,10 @@ def tensor_plan(hp: dict, sd: dict) -> list[tuple[str, np.ndarray]]:
         plan.append(("joint.pred.bias", get("decoder.decoder_projector.bias")))
         plan.append(("joint.out.weight", get("joint.head.weight")))
         plan.append(("joint.out.bias", get("joint.head.bias")))
+    if hp["num_prompts"]:
+        for dst, src in (("0", "linear_1"), ("2", "linear_2")):
+            plan.append((f"prompt.mlp.{dst}.weight", get(f"prompt_projector.{src}.weight")))
+            plan.append((f"prompt.mlp.{dst}.bias", get(f"prompt_projector.{src}.bias")))
 
     left = sorted(k for k in sd if k not in used and not k.endswith("num_batches_tracked"))
     if left:
@@ -464,7 +536,9 @@ def tensor_plan(hp: dict, sd: dict) -> list[tuple[str, np.ndarray]]:
 def check_shapes(hp: dict, plan) -> None:
     """The ne of every tensor, as spec 1.3 states them."""
     d, dff, C, k, H = hp["d_model"], hp["d_ff"], hp["subsampling_channels"], hp["conv_kernel"], hp["n_heads"]
-    F1 = hp["n_mels"] // 8
+    F1 = hp["n_mels"]
+    for _ in range(3):   # three stride-2 3x3 convs: padding 1 + 1, the causal stem's 2 + 1
+        F1 = F1 // 2 + 1 if hp["streaming"] else (F1 - 1) // 2 + 1
     want = {
         "enc.pre_encode.conv.0.weight": [3, 3, 1, C], "enc.pre_encode.conv.2.weight": [3, 3, 1, C],
         "enc.pre_encode.conv.3.weight": [1, 1, C, C], "enc.pre_encode.conv.5.weight": [3, 3, 1, C],
@@ -482,6 +556,10 @@ def check_shapes(hp: dict, plan) -> None:
     }
     for q in ("q", "k", "v", "out", "pos"):
         blk[f"attn.linear_{q}.weight"] = [d, d]
+    if hp["num_prompts"]:
+        Ph = hp["prompt_hidden"]
+        want.update({"prompt.mlp.0.weight": [d + hp["num_prompts"], Ph], "prompt.mlp.0.bias": [Ph],
+                     "prompt.mlp.2.weight": [Ph, d], "prompt.mlp.2.bias": [d]})
     if hp["head_kind"] == "ctc":
         want["head.ctc.weight"] = [1, d, hp["vocab"]]
         want["head.ctc.bias"] = [hp["vocab"]]
@@ -549,6 +627,37 @@ def size_label(n_params: int) -> str:
     return str(n_params)
 
 
+def streaming_keys(w, hp: dict) -> None:
+    """Spec 1.2: chunked_limited attention, causal depthwise conv, LayerNorm
+    conv module, the choices and the pre-encode streaming constants."""
+    e = "stt.parakeet.encoder."
+    i32 = lambda k, v: w.add_key_value(e + k, int(v), VT.INT32)  # noqa: E731
+    i32("att_context_left", hp["att_left"])
+    i32("att_context_right", hp["att_right"])
+    w.add_key_value(e + "att_context_style", "chunked_limited", VT.STRING)
+    w.add_key_value(e + "att_context_size_choices", [x for c in hp["att_choices"] for x in c], VT.ARRAY,
+                    sub_type=VT.INT32)
+    i32("conv_context_left", hp["conv_left"])
+    i32("conv_context_right", hp["conv_right"])
+    w.add_key_value(e + "conv_norm_type", "layer_norm", VT.STRING)
+    i32("streaming.pre_encode_cache_size", hp["pre_encode_cache"])
+    i32("streaming.drop_extra_pre_encoded", hp["drop_extra"])
+    i32("streaming.sampling_frames_first", hp["sampling_first"])
+
+
+def prompt_keys(w, hp: dict) -> None:
+    """Spec 1.2: Nemotron 3.5's prompt MLP and its dictionary."""
+    p = "stt.parakeet.prompt."
+    w.add_key_value(p + "num_prompts", hp["num_prompts"], VT.UINT32)
+    w.add_key_value(p + "hidden", hp["prompt_hidden"], VT.UINT32)
+    w.add_key_value(p + "field", "target_lang", VT.STRING)
+    w.add_key_value(p + "activation", "relu", VT.STRING)   # the MLP's only activation in transformers
+    w.add_key_value(p + "dictionary.locales", hp["prompt_locales"], VT.ARRAY, sub_type=VT.STRING)
+    w.add_key_value(p + "dictionary.indices", hp["prompt_indices"], VT.ARRAY, sub_type=VT.INT32)
+    if hp["prompt_auto"] is not None:
+        w.add_key_value(p + "auto_id", hp["prompt_auto"], VT.UINT32)
+
+
 def write_gguf(out: Path, hp: dict, tok: dict, plan, outtype: str, meta: dict) -> None:
     tmp = out.with_name(out.name + ".part")   # never leave a half-written OUT behind
     w = gguf.GGUFWriter(str(tmp), "parakeet")
@@ -574,10 +683,14 @@ def write_gguf(out: Path, hp: dict, tok: dict, plan, outtype: str, meta: dict) -
     if meta.get("repo_url"):
         s("general.repo_url", meta["repo_url"])
     u32("general.file_type", FILE_TYPE[outtype])
-    arr("general.languages", meta.get("languages") or ["en"], VT.STRING)
+    # A prompt model's default languages: its dictionary's locales (ll-RR), not the aliases.
+    langs = meta.get("languages") or [x for x in hp.get("prompt_locales", []) if "-" in x] or ["en"]
+    arr("general.languages", langs, VT.STRING)
 
     s("stt.variant", meta.get("variant") or f"{head}-custom")
-    b("stt.capability.streaming", False)   # regular full attention: offline only
+    b("stt.capability.streaming", hp["streaming"])   # regular full attention: offline only
+    if hp["num_prompts"]:
+        b("stt.capability.lang_detect", True)        # the auto slot emits a language tag
     s("stt.parakeet.head_kind", head)
 
     s("tokenizer.ggml.model", "bpe")
@@ -592,12 +705,15 @@ def write_gguf(out: Path, hp: dict, tok: dict, plan, outtype: str, meta: dict) -
         u32(e + key, hp[key])
     b(e + "use_bias", hp["use_bias"])
     b(e + "xscaling", hp["xscaling"])
-    i32(e + "att_context_left", -1)       # full attention
-    i32(e + "att_context_right", -1)
-    s(e + "att_context_style", "regular")
-    i32(e + "conv_context_left", (hp["conv_kernel"] - 1) // 2)   # symmetric depthwise padding
-    i32(e + "conv_context_right", (hp["conv_kernel"] - 1) // 2)
-    s(e + "conv_norm_type", "batch_norm")
+    if hp["streaming"]:
+        streaming_keys(w, hp)
+    else:
+        i32(e + "att_context_left", -1)       # full attention
+        i32(e + "att_context_right", -1)
+        s(e + "att_context_style", "regular")
+        i32(e + "conv_context_left", (hp["conv_kernel"] - 1) // 2)   # symmetric depthwise padding
+        i32(e + "conv_context_right", (hp["conv_kernel"] - 1) // 2)
+        s(e + "conv_norm_type", "batch_norm")
 
     if head != "ctc":
         u32("stt.parakeet.predictor.hidden", hp["pred_hidden"])
@@ -609,6 +725,8 @@ def write_gguf(out: Path, hp: dict, tok: dict, plan, outtype: str, meta: dict) -
         if head == "tdt":
             arr("stt.parakeet.tdt.durations", hp["durations"], VT.INT32)
             u32("stt.parakeet.tdt.max_symbols", hp["max_symbols"])
+    if hp["num_prompts"]:
+        prompt_keys(w, hp)
 
     s("stt.frontend.type", "mel")
     u32("stt.frontend.num_mels", hp["n_mels"])
@@ -617,7 +735,7 @@ def write_gguf(out: Path, hp: dict, tok: dict, plan, outtype: str, meta: dict) -
     u32("stt.frontend.win_length", hp["win_length"])
     u32("stt.frontend.hop_length", hp["hop_length"])
     s("stt.frontend.window", "hann")
-    s("stt.frontend.normalize", "per_feature")
+    s("stt.frontend.normalize", "none" if hp["streaming"] else "per_feature")  # Nemotron: raw log-mel
     f32("stt.frontend.dither", 1e-5)      # published value; never applied at inference
     f32("stt.frontend.pre_emphasis", hp["pre_emphasis"])
     f32("stt.frontend.f_min", 0.0)
@@ -647,8 +765,10 @@ def convert(model_dir: Path, out: Path, outtype: str = "f32", meta: dict | None 
     model_dir = Path(model_dir)
     cfg = json.loads((model_dir / "config.json").read_text())
     fe = load_frontend_config(model_dir)
+    proc_file = model_dir / "processor_config.json"
+    proc = json.loads(proc_file.read_text()) if proc_file.exists() else {}
     sd = load_state_dict(model_dir)
-    hp = read_hparams(cfg, fe, sd)
+    hp = read_hparams(cfg, fe, sd, proc)
     tok = load_vocab(model_dir, hp["vocab"] - 1)
     plan = tensor_plan(hp, sd)
     write_gguf(Path(out), hp, tok, plan, outtype, meta or {})
@@ -664,7 +784,8 @@ def main(argv=None) -> int:
     p.add_argument("--name", help="general.name")
     p.add_argument("--version", help="general.version")
     p.add_argument("--size-label", help="general.size_label; default from the parameter count")
-    p.add_argument("--languages", default="en", help="comma-separated general.languages")
+    p.add_argument("--languages", default="",
+                   help="comma-separated general.languages; default en (Nemotron 3.5: the prompt locales)")
     p.add_argument("--license", help="general.license")
     p.add_argument("--repo-url", help="general.repo_url")
     a = p.parse_args(argv)
