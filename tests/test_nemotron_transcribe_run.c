@@ -110,7 +110,8 @@ static void bad_instructions(const ntx_model *m) {
 /* The reference's instruction: transformers' greedy tokens exactly (they differ
  * from the default request's), and the public API with params.prompt gives the
  * model's own text for it. */
-static void instruction_run(ntx_session *s, const float *pcm, size_t n_pcm, const gguf_file *ref) {
+static void instruction_run(ntx_session *s, const float *pcm, size_t n_pcm, const gguf_file *ref,
+                            const char *default_text) {
   const char *text = NULL;
   CHECK_OK(gguf_get_str(ref, "ref.instruction", &text));
   const gguf_kv *gen = ints(ref, "ref.instruction.generated_ids");
@@ -133,6 +134,7 @@ static void instruction_run(ntx_session *s, const float *pcm, size_t n_pcm, cons
   steno_result *r = NULL;
   CHECK_OK(ntx_transcribe(s, pcm, n_pcm, &p, &r));
   if (r) public_api(pcm, n_pcm, text, steno_result_text(r));
+  CHECK(r && strcmp(steno_result_text(r), default_text), "params.prompt: the default request's text");
   steno_result_free(r);
 }
 
@@ -212,10 +214,10 @@ int main(void) {
 
       public_api(pcm->data, pcm->nelem, NULL, got);
       free(want);
+      instruction_run(s, pcm->data, pcm->nelem, ref, got);
     }
     steno_result_free(r);
     free(ids);
-    instruction_run(s, pcm->data, pcm->nelem, ref);
   }
   if (m && ref) instruction_prompts(m, ref);
   if (m) bad_instructions(m);

@@ -42,6 +42,8 @@ const char run_usage[] =
     "                 detected\n"
     "  --translate    Whisper: translate into English\n"
     "  --prompt TEXT  Whisper: text that comes before the audio (names, spelling, style);\n"
+    "                 Nemotron 3.5 Transcribe: the request in place of the default one\n"
+    "                 (\"Audio transcription. Language: ... Output: transcript only.\");\n"
     "                 these three with another family's model are an error (exit 2)\n"
     "  --diarize DIARIZER\n"
     "                 who speaks when: a Sortformer .gguf or a pulled name (sortformer);\n"
@@ -389,11 +391,14 @@ static int run_files(steno_model *m, const run_opts *o, double load_ms) {
   return failed;
 }
 
-/* --language, --translate and --prompt steer Whisper only: elsewhere they are an
- * error rather than silently ignored. "--language auto" is detection (NULL). */
+/* --language, --translate and --prompt steer Whisper only (--prompt also
+ * Nemotron 3.5 Transcribe's request): elsewhere they are an error rather than
+ * silently ignored. "--language auto" is detection (NULL). */
 static int whisper_options(run_opts *o, const char *arch) {
   const steno_transcribe_params *p = &o->tp;
-  const char *given = p->language ? "--language" : p->translate ? "--translate" : p->prompt ? "--prompt" : NULL;
+  bool prompt_ok = !strcmp(arch, "nemotron3_5_transcribe");
+  const char *given = p->language ? "--language" : p->translate ? "--translate"
+                      : p->prompt && !prompt_ok ? "--prompt" : NULL;
   if (given && strcmp(arch, "whisper")) {
     fprintf(stderr, "steno run: %s is for Whisper models; %s is a %s model\n", given, o->model, arch);
     return 2;
