@@ -302,15 +302,17 @@ STREAMING_MODEL_TYPES = {"nemotron3_5_asr"}
 
 def read_streaming(cfg: dict, proc: dict, enc: dict, k: int) -> dict:
     """Spec 1.2 / 3 for a cache-aware encoder. transformers keeps the left
-    context as sliding_window = L + 1 and the default lookahead R in the encoder
-    config, the supported lookaheads in the processor; pair 0 of the choices is
-    the default, the rest by R descending (as transcribe.cpp orders them). The
+    context as sliding_window = L + 1 in the encoder config, the default
+    lookahead R in the processor (else the encoder config) and the supported
+    lookaheads in the processor; pair 0 of the choices is the default, the rest
+    by R descending (as transcribe.cpp orders them). The
     three streaming constants are NeMo's for causal dw_striding x8: the mel
     cache before each later chunk is factor + 1 = 9 frames, which makes
     1 + 8 // 8 = 2 extra encoder frames to drop, and the first chunk's pre-encode
     needs 1 frame (transformers carries conv caches instead and has no keys)."""
     left = int(enc.get("sliding_window", 71)) - 1
-    right = int(proc.get("default_num_lookahead_tokens", enc.get("default_num_lookahead_tokens", 13)))
+    right = proc.get("default_num_lookahead_tokens")
+    right = int(right if right is not None else enc.get("default_num_lookahead_tokens", 13))
     rights = [int(r) for r in proc.get("supported_num_lookahead_tokens") or [right]]
     if left < 0 or right < 0 or min(rights) < 0 or right not in rights:
         raise ConvertError(f"attention context L {left}, R {right} of the supported {rights}")
@@ -794,7 +796,7 @@ def main(argv=None) -> int:
                 repo_url=a.repo_url)
     try:
         hp = convert(a.model_dir, a.out, a.outtype, meta)
-    except (ConvertError, OSError, KeyError, ValueError) as e:
+    except (ConvertError, OSError, KeyError, ValueError, TypeError) as e:
         print(f"convert_parakeet: {type(e).__name__ if not isinstance(e, ConvertError) else 'error'}: {e}",
               file=sys.stderr)
         return 1
