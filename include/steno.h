@@ -209,7 +209,9 @@ typedef int (*steno_abort_fn)(void *user);
 typedef struct {
   const char *language;       /* Whisper: "en", "de", ...; NULL: detect it */
   int translate;              /* Whisper: non-zero translates into English */
-  const char *prompt;         /* Whisper: text that comes before the audio; NULL: none */
+  const char *prompt;         /* Whisper: text that comes before the audio; Nemotron 3.5
+                                 Transcribe: the request in place of the default one
+                                 (UTF-8, ≤ 16384 bytes); NULL: none / the default */
   steno_progress_fn progress; /* NULL: none */
   void *progress_user;
   steno_abort_fn abort;       /* NULL: none */
