@@ -142,11 +142,14 @@ static void instruction_run(ntx_session *s, const float *pcm, size_t n_pcm, cons
 typedef struct {
   const char *drop_key, *u32_key;
   uint32_t u32;
+  const char *pattern; /* the pre-tokenizer pattern written in place of the file's */
 } change;
 
 static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   const change *c = ctx;
   if (c->drop_key && !strcmp(kv->key, c->drop_key)) return true;
+  if (c->pattern && !strcmp(kv->key, "nemotron3_5_transcribe.tokenizer.pre_regex"))
+    return gw_arr_str(w, kv->key, &c->pattern, 1), true;
   if (c->u32_key && !strcmp(kv->key, c->u32_key)) return gw_u32(w, kv->key, c->u32), true;
   return false;
 }
@@ -175,6 +178,9 @@ static void loader_errors(const gguf_file *f) {
   load_fails(f, &(change){.u32_key = "nemotron3_5_transcribe.lm.vocab_size", .u32 = 400}, NULL,
              "400");
   load_fails(f, &(change){0}, "lm.layers.0.mixer.in_proj.weight", "in_proj");
+  load_fails(f, &(change){.drop_key = "nemotron3_5_transcribe.prompt.instruction.lead"}, NULL,
+             "prompt.instruction");
+  load_fails(f, &(change){.pattern = "[^a"}, NULL, "pre-tokenizer pattern");
 }
 
 int main(void) {

@@ -1,8 +1,9 @@
 /* Byte-level BPE (GPT-2, Whisper): token strings in GPT-2's byte-to-unicode
  * form ("Ġthe" is " the"), merges "a b" by rank. Decoding maps each token back
  * to its bytes; encoding (for prompts) splits text with GPT-2's pre-tokenizer
- * regex and merges the lowest-ranked adjacent pair first, the leftmost on a
- * tie, as transformers' WhisperTokenizer does with add_special_tokens=False. */
+ * regex (or a file's own: bpe_set_pattern) and merges the lowest-ranked
+ * adjacent pair first, the leftmost on a tie, as transformers' WhisperTokenizer
+ * does with add_special_tokens=False. */
 #ifndef STENO_TEXT_BPE_H
 #define STENO_TEXT_BPE_H
 
