@@ -320,10 +320,10 @@ def run_steno(build: Path, work: Path, files: dict[str, dict[str, Path]]) -> boo
         tail = [x for x in lines if "check" in x.lower()][-1:] or lines[-1:] or [""]
         print(f"  {test} on the converted F32 files: exit {r.returncode}: {tail[0]}")
         ok &= r.returncode == 0
-    wav = work / "speech.wav"
+    wav = work / "speech.wav"   # sox -D: undithered, the same bytes every run
     subprocess.run(["espeak-ng", "-w", str(work / "raw.wav"), "the quick brown fox jumps over the lazy dog"],
                    check=True)
-    subprocess.run(["sox", str(work / "raw.wav"), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True)
+    subprocess.run(["sox", "-D", str(work / "raw.wav"), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True)
     for fam, paths in files.items():
         texts = {}
         for outtype, p in paths.items():
