@@ -124,6 +124,20 @@ def check_outtypes(script: str, src: list, fixture: Path, work: Path, stem: str,
     return fails
 
 
+def check_refusals(script: str, cases: list, work: Path) -> int:
+    """Each (label, input path) must make the converter exit 1 with an
+    'error:' line and leave no output file."""
+    fails = 0
+    for label, src in cases:
+        out = work / "refused.gguf"
+        out.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, str(HERE / script), str(src), str(out)], capture_output=True, text=True)
+        ok = r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr and not out.exists()
+        print(f"  refused {label}: {'yes' if ok else 'NO'} ({r.stderr.strip().splitlines()[-1][:110] if r.stderr else ''})")
+        fails += not ok
+    return fails
+
+
 # ---------------------------------------------------------------------------
 # GigaAM: the reference model as GigaAM's published .ckpt
 # ---------------------------------------------------------------------------
@@ -242,7 +256,35 @@ def check_gigaam(kinds: list[str], work: Path) -> int:
             (work / f"v3_{name}_tokenizer.model").write_bytes(spm_model_bytes(vocab[:n], scores, types[:n]))
         fails += check_outtypes("convert_gigaam.py", [ckpt], fixture, work, f"gigaam_{name}",
                                 ["--name", f"steno tiny {name}"])
+        fails += gigaam_refusals(ckpt, work)
     return fails
+
+
+def gigaam_refusals(ckpt: Path, work: Path) -> int:
+    import torch
+    good = torch.load(str(ckpt), weights_only=False)
+    cases = []
+
+    def broken(label, edit):
+        ck = {"cfg": __import__("copy").deepcopy(good["cfg"]), "state_dict": OrderedDict(good["state_dict"])}
+        edit(ck["cfg"], ck["state_dict"])
+        path = work / f"broken_{len(cases)}.ckpt"
+        torch.save(ck, path)
+        if (ckpt.parent / (ckpt.stem + "_tokenizer.model")).exists():
+            (work / f"broken_{len(cases)}_tokenizer.model").write_bytes(
+                (ckpt.parent / (ckpt.stem + "_tokenizer.model")).read_bytes())
+        cases.append((label, path))
+
+    broken("a missing tensor", lambda c, sd: sd.pop("encoder.layers.1.self_attn.linear_v.weight"))
+    broken("a wrong shape", lambda c, sd: sd.__setitem__("encoder.layers.0.feed_forward1.linear2.weight",
+                                                          sd["encoder.layers.0.feed_forward1.linear2.weight"][:, :-1]))
+    broken("an unknown tensor", lambda c, sd: sd.__setitem__("encoder.extra.weight", torch.zeros(3)))
+    broken("rel_pos attention", lambda c, sd: c["encoder"].__setitem__("self_attention_model", "rel_pos"))
+    broken("n_layers -1", lambda c, sd: c["encoder"].__setitem__("n_layers", -1))
+    broken("an integer tensor", lambda c, sd: sd.__setitem__("head.x", torch.zeros(2, dtype=torch.int64)))
+    (work / "garbage.ckpt").write_bytes(b"not a checkpoint at all")
+    cases.append(("a file that is no checkpoint", work / "garbage.ckpt"))
+    return check_refusals("convert_gigaam.py", cases, work)
 
 
 # ---------------------------------------------------------------------------
@@ -343,8 +385,35 @@ def check_sortformer(work: Path) -> int:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    return check_outtypes("convert_sortformer.py", [nemo], fixture, work, "sortformer",
-                          ["--name", "sortformer-tiny (random weights, steno test fixture)"])
+    fails = check_outtypes("convert_sortformer.py", [nemo], fixture, work, "sortformer",
+                           ["--name", "sortformer-tiny (random weights, steno test fixture)"])
+    cases = []
+
+    def broken(label, edit, members=("./model_config.yaml", "./model_weights.ckpt")):
+        cfg, state = nemo_config(c), OrderedDict(sd)
+        edit(cfg, state)
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        path = work / f"broken_{len(cases)}.nemo"
+        data = {"./model_config.yaml": yaml.safe_dump(cfg).encode(), "./model_weights.ckpt": buf.getvalue()}
+        with tarfile.open(path, "w:") as tar:
+            for name in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data[name])
+                tar.addfile(info, io.BytesIO(data[name]))
+        cases.append((label, path))
+
+    broken("no model_weights.ckpt", lambda cf, st: None, members=("./model_config.yaml",))
+    broken("a missing tensor", lambda cf, st: st.pop("transformer_encoder.layers.1.layer_norm_2.bias"))
+    broken("a wrong shape", lambda cf, st: st.__setitem__("sortformer_modules.encoder_proj.weight",
+                                                          st["sortformer_modules.encoder_proj.weight"].T))
+    broken("xscaling off", lambda cf, st: cf["encoder"].__setitem__("xscaling", False))
+    broken("a pre-LN transformer", lambda cf, st: cf["transformer_encoder"].__setitem__("pre_ln", True))
+    broken("no sortformer_modules", lambda cf, st: cf.pop("sortformer_modules"))
+    broken("chunk_len 'x'", lambda cf, st: cf["sortformer_modules"].__setitem__("chunk_len", "x"))
+    (work / "garbage.nemo").write_bytes(b"not a tar")
+    cases.append(("a file that is no tar", work / "garbage.nemo"))
+    return fails + check_refusals("convert_sortformer.py", cases, work)
 
 
 # ---------------------------------------------------------------------------

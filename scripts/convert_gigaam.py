@@ -85,6 +85,10 @@ def load_checkpoint(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         ck = torch.load(str(path), map_location="cpu", weights_only=False)
     except ModuleNotFoundError as e:
         raise ConvertError(f"{path}: unpickling needs {e.name} (pip install {e.name})") from e
+    except (OSError, EOFError) as e:
+        raise ConvertError(f"{path}: {e}") from e
+    except Exception as e:  # torch / pickle raise many types for a file that is no checkpoint
+        raise ConvertError(f"{path}: not a torch checkpoint ({type(e).__name__}: {e})") from e
     if not isinstance(ck, dict) or "state_dict" not in ck or "cfg" not in ck:
         raise ConvertError(f"{path}: not a GigaAM checkpoint (want a dict with 'cfg' and 'state_dict')")
     cfg = _plain(ck["cfg"])
@@ -102,6 +106,8 @@ def load_checkpoint(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _u(d: dict, key: str, where: str, default=None) -> int:
     v = d.get(key, default)
+    if not isinstance(v, (int, float)):
+        raise ConvertError(f"{where}.{key} = {v!r}: want a positive integer")
     if v is None or isinstance(v, bool) or int(v) != v or not 0 < int(v) < 2 ** 31:
         raise ConvertError(f"cfg {where}.{key} = {v!r}: want a positive integer")
     return int(v)

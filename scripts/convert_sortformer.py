@@ -76,9 +76,16 @@ def load_nemo(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         for want in ("model_config.yaml", "model_weights.ckpt"):
             if want not in members:
                 raise ConvertError(f"{path}: no {want} in the archive")
-        cfg = yaml.safe_load(tar.extractfile(members["model_config.yaml"]).read())
+        cfg = tar.extractfile(members["model_config.yaml"]).read()
         raw = tar.extractfile(members["model_weights.ckpt"]).read()
-    sd = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    try:
+        sd = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as e:  # torch / pickle raise many types for bytes that are no state_dict
+        raise ConvertError(f"{path}: model_weights.ckpt is not a torch state_dict ({type(e).__name__}: {e})") from e
+    try:
+        cfg = yaml.safe_load(cfg)
+    except yaml.YAMLError as e:
+        raise ConvertError(f"{path}: model_config.yaml does not parse ({e})") from e
     if isinstance(sd, dict) and "state_dict" in sd:
         sd = sd["state_dict"]
     if not isinstance(cfg, dict) or not isinstance(sd, dict):
@@ -97,6 +104,8 @@ def load_nemo(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _u(d: dict, key: str, where: str, default=None) -> int:
     v = d.get(key, default)
+    if not isinstance(v, (int, float)):
+        raise ConvertError(f"{where}.{key} = {v!r}: want a non-negative integer")
     if v is None or isinstance(v, bool) or int(v) != v or not 0 <= int(v) < 2 ** 31:
         raise ConvertError(f"{where}.{key} = {v!r}: want a non-negative integer")
     return int(v)
@@ -114,6 +123,8 @@ def read_hparams(cfg: dict) -> dict:
     pre, sm = _section(cfg, "preprocessor"), _section(cfg, "sortformer_modules")
     hp = {k: _u(enc, k, "encoder") for k in ("n_layers", "d_model", "n_heads", "conv_kernel_size",
                                              "subsampling_conv_channels", "feat_in", "ff_expansion_factor")}
+    if min(hp.values()) == 0:
+        raise ConvertError(f"encoder: a zero size in {hp}")
     hp["subsampling_factor"] = _u(enc, "subsampling_factor", "encoder", 8)
     hp["pos_emb_max_len"] = _u(enc, "pos_emb_max_len", "encoder", 5000)
     hp["d_ff"] = hp["d_model"] * hp["ff_expansion_factor"]
@@ -133,6 +144,8 @@ def read_hparams(cfg: dict) -> dict:
     hp.update(tf_layers=_u(tf, "num_layers", "transformer_encoder"), tf_d=_u(tf, "hidden_size", "transformer_encoder"),
               tf_ff=_u(tf, "inner_size", "transformer_encoder"),
               tf_heads=_u(tf, "num_attention_heads", "transformer_encoder"))
+    if min(hp["tf_layers"], hp["tf_d"], hp["tf_ff"], hp["tf_heads"]) == 0:
+        raise ConvertError("transformer_encoder: a zero size")
     if str(tf.get("hidden_act", "relu")) != "relu" or bool(tf.get("pre_ln", False)):
         raise ConvertError("only a post-LN transformer with ReLU is supported")
     if hp["tf_d"] % hp["tf_heads"]:
