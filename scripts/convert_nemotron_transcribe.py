@@ -320,6 +320,7 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
     types = [by_id.get(i, ("", TOK_USER))[1] for i in range(n)]
     merges = [m if isinstance(m, str) else f"{m[0]} {m[1]}" for m in model.get("merges", [])]
     regex = []
+    unlike = []  # what steno's encoder does not do as this tokenizer does (no instruction keys then)
 
     def walk(pt):
         if not pt:
@@ -330,8 +331,21 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
         elif pt.get("type") == "Split":
             pat = pt.get("pattern") or {}
             regex.append(pat.get("Regex") or re.escape(pat.get("String", "")))
+            if pt.get("behavior", "Isolated") != "Isolated" or pt.get("invert"):
+                unlike.append(f"a Split of behavior {pt.get('behavior')}, invert {pt.get('invert')}")
+        elif pt.get("type") == "ByteLevel":
+            if pt.get("use_regex", True) and regex:
+                unlike.append("a ByteLevel pre-tokenizer with its own regex after a Split")
+        else:
+            unlike.append(f"a {pt.get('type')} pre-tokenizer")
 
     walk(tj.get("pre_tokenizer"))
+    if len(regex) > 1:
+        unlike.append(f"{len(regex)} Split patterns")
+    if tj.get("normalizer"):
+        unlike.append(f"a {tj['normalizer'].get('type')} normalizer")
+    if any(a.get("lstrip") or a.get("rstrip") for a in tj.get("added_tokens", [])):
+        unlike.append("added tokens that strip white space")
     added = [a["content"] for a in tj.get("added_tokens", [])]
     cfg = read_json(model_dir / "tokenizer_config.json", required=False)
     ids = {s: i for i, s in enumerate(tokens)}
@@ -349,7 +363,8 @@ def load_tokenizer(model_dir: Path, hp: dict) -> dict | None:
                            f"{hp['audio_token_id']}")
     return {"tokens": tokens, "types": types, "merges": merges, "regex": regex, "template": template,
             "bos": special("bos_token"), "eos": special("eos_token"), "pad": special("pad_token"),
-            "audio_token": audio_tok, "added": added, "ignore_merges": bool(model.get("ignore_merges"))}
+            "audio_token": audio_tok, "added": added, "ignore_merges": bool(model.get("ignore_merges")),
+            "unlike": unlike}
 
 
 def prompt_ids(model_dir: Path, tok: dict | None, prompt: str) -> tuple[list[int], list[int]] | None:
@@ -393,6 +408,10 @@ def instruction_split(model_dir: Path, tok: dict | None, prompt: str) -> dict | 
     that: `head` ids before it, `middle` ids up to the audio run, and the
     suffix ids after it. Checked on PROBES and the default prompt."""
     if not tok or not tok["template"]:
+        return None
+    if tok["unlike"]:
+        print(f"convert_nemotron_transcribe: the tokenizer has {'; '.join(tok['unlike'])}, which steno's "
+              "encoder does not do: no instruction keys", file=sys.stderr)
         return None
     try:
         from transformers import PreTrainedTokenizerFast
