@@ -233,6 +233,15 @@ def moonshine_checkpoints(work: Path) -> dict:
     return dirs
 
 
+def torch_no_grad_lazy(fn):
+    """torch.no_grad() around fn, torch imported only when fn runs."""
+    def wrapped(*args, **kwargs):
+        import torch
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapped
+
+
 def nemotron_checkpoint(work: Path, with_spm: bool) -> Path:
     """dump_nemotron_asr.py's model (same seeds and tuning on the same clip),
     saved as transformers publishes Nemotron3_5AsrForRNNT: save_pretrained, and
@@ -264,6 +273,94 @@ def nemotron_checkpoint(work: Path, with_spm: bool) -> Path:
     if with_spm:
         shutil.copy(work / "nemotron.model", d / "tokenizer.model")
     return d
+
+
+@torch_no_grad_lazy
+def nemotron_en_model(work: Path):
+    """A tiny NemotronAsrStreamingForRNNT (nemotron-speech-streaming-en: no prompt)
+    with dump_nemotron_asr.py's encoder, predictor, seeds and head tuning, the
+    clip of the fixtures as a WAV, and transformers' greedy text on it."""
+    import math
+    import wave
+    import torch
+    import dump_nemotron_asr as dn
+    import dump_parakeet as dp
+    from transformers import NemotronAsrStreamingConfig, NemotronAsrStreamingForRNNT
+    torch.set_num_threads(1)
+    n = len(dp.TINY_PIECES)
+    cfg = NemotronAsrStreamingConfig(vocab_size=n + 1, blank_token_id=n, pad_token_id=n, encoder_config=dn.ENCODER,
+                                     decoder_hidden_size=dn.PRED_H, num_decoder_layers=dn.PRED_LAYERS,
+                                     hidden_act="relu", max_symbols_per_step=10)
+    torch.manual_seed(dn.SEED)
+    model = NemotronAsrStreamingForRNNT(cfg).eval()
+    dp.init_weights(model, dn.SEED)
+    pcm, _ = dp.speech_clip(work)
+    mel, valid = dn.features(pcm)
+    g = torch.Generator().manual_seed(dn.SEED + 1)
+    e = model.get_audio_features(input_features=mel[:, :valid], num_lookahead_tokens=dn.RIGHT).last_hidden_state[0]
+    dp._centered_linear(model.encoder_projector, e, 1.0, g)      # as dn.tune, without the prompt
+    H, dpj, h = dn.PRED_H, model.decoder.decoder_projector, model.joint.head
+    dpj.weight.copy_(torch.randn(dpj.weight.shape, generator=g) * 2.0 / math.sqrt(H))
+    dpj.bias.zero_()
+    ep = model.encoder_projector(e)
+    o, _ = model.decoder.lstm(torch.zeros(1, 1, H))
+    z = torch.relu(ep + dpj(o)[0, 0])
+    w = torch.randn(h.weight.shape, generator=g) * 6.0 / math.sqrt(H) / (z.std(0) + 1e-6)
+    h.weight.copy_(w)
+    h.bias.copy_(-(w @ z.mean(0)))
+    lg = model.joint(dpj(o)[0, 0], ep)
+    h.bias[n] += dp._split_between((lg[:, :n].max(-1).values - lg[:, n]).numpy(), 0.85)
+    model.generation_config.decoder_start_token_id = model.generation_config.bos_token_id = n
+    seq = model.generate(input_features=mel[:, :valid], num_lookahead_tokens=dn.RIGHT).sequences[0].tolist()
+    with wave.open(str(work / "nemotron_en_clip.wav"), "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(16000)
+        f.writeframes(np.round(pcm * 32768).astype("<i2").tobytes())   # the clip was int16 / 32768
+    return model, dn.text_of([t for t in seq if t != n])
+
+
+def nemotron_en_check(work: Path, build: Path | None) -> bool:
+    """nemotron-speech-streaming-en has no fixture: its tiny model is saved as
+    published (NemotronAsrStreamingProcessor, lookaheads 3, 1, 0), converted, the
+    streaming keys checked, and steno's text on the clip compared with
+    transformers' generate() for the f32, f16 and q8_0 files."""
+    import dump_nemotron_asr as dn
+    import dump_parakeet as dp
+    from transformers import (NemotronAsrStreamingFeatureExtractor, NemotronAsrStreamingProcessor,
+                              ParakeetTokenizer)
+    from transformers.convert_slow_tokenizer import ParakeetConverter
+    model, text = nemotron_en_model(work)
+    d = work / "nemotron_en_tiny_hf"
+    shutil.rmtree(d, ignore_errors=True)
+    model.save_pretrained(d)
+    dp.write_spm_model(work / "nemotron_en.model", dp.TINY_PIECES)
+    tok = ParakeetTokenizer(tokenizer_object=ParakeetConverter(str(work / "nemotron_en.model")).converted())
+    NemotronAsrStreamingProcessor(NemotronAsrStreamingFeatureExtractor(feature_size=dn.ENCODER["num_mel_bins"]),
+                                  tok, supported_num_lookahead_tokens=[3, 1, 0]).save_pretrained(d)
+    e = "stt.parakeet.encoder."
+    want = {e + "att_context_left": 8, e + "att_context_right": 3, e + "att_context_style": "chunked_limited",
+            e + "att_context_size_choices": [8, 3, 8, 1, 8, 0], e + "conv_context_left": 4,
+            e + "conv_context_right": 0, e + "conv_norm_type": "layer_norm",
+            e + "streaming.pre_encode_cache_size": 9, e + "streaming.drop_extra_pre_encoded": 2,
+            e + "streaming.sampling_frames_first": 1, "stt.capability.streaming": True,
+            "stt.frontend.normalize": "none", "general.languages": ["en"]}
+    ok = True
+    print(f"nemotron_en: transformers' text {text!r}")
+    for outtype in ("f32", "f16", "q8_0"):
+        out = work / f"nemotron_en_tiny.{outtype}.gguf"
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "convert_parakeet.py"), str(d), str(out),
+                        "--outtype", outtype], check=True)
+        f = fields(gguf.GGUFReader(str(out)))
+        bad = [k for k, v in want.items() if k not in f or _value(f[k]) != v]
+        bad += [k for k in f if ".prompt." in k]
+        print(f"  {out.name}: streaming keys {'as expected' if not bad else bad}")
+        ok &= not bad
+        if build:
+            r = subprocess.run([str(build / "steno"), "run", str(out), str(work / "nemotron_en_clip.wav")],
+                               capture_output=True, text=True)
+            same = r.returncode == 0 and r.stdout.strip() == text
+            print(f"  steno run {out.name}: exit {r.returncode}, same text as transformers: {same}")
+            ok &= same
+    return ok
 
 
 NEMOTRON_ARGS = ["--variant", "nemotron-3.5-asr-streaming-tiny", "--name",
@@ -341,7 +438,7 @@ def run_steno(build: Path, work: Path, files: dict[str, dict[str, Path]]) -> boo
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("families", nargs="+", choices=sorted(FAMILIES))
+    ap.add_argument("families", nargs="+", choices=sorted(FAMILIES) + ["nemotron_en"])
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "converter_check")
     ap.add_argument("--outtypes", default="f32,f16,q8_0")
     ap.add_argument("--steno", type=Path, help="a steno build directory: run its tests on the files")
@@ -359,7 +456,9 @@ def main(argv=None) -> int:
     if "nemotron_asr_spm" in a.families and not a.reuse:
         ckpts["nemotron_asr_spm"] = nemotron_checkpoint(a.work, True)
     ok, files = True, {}
-    for fam in a.families:
+    if "nemotron_en" in a.families:
+        ok &= nemotron_en_check(a.work, a.steno.resolve() if a.steno else None)
+    for fam in [f for f in a.families if f != "nemotron_en"]:
         spec = FAMILIES[fam]
         print(f"{fam}: checkpoint {ckpts[fam]}")
         files[fam] = {}
@@ -368,7 +467,7 @@ def main(argv=None) -> int:
             convert(fam, ckpts[fam], out, outtype)
             ok &= compare(fam.replace("_spm", ""), out, FIXTURES / f"{spec['fixture']}.gguf", outtype, spec["skip"])
             files[fam][outtype] = out
-    if a.steno:
+    if a.steno and files:
         ok &= run_steno(a.steno.resolve(), a.work, files)
     print("ALL EQUAL" if ok else "DIFFERENCES FOUND")
     return 0 if ok else 1

@@ -294,10 +294,10 @@ def load_vocab(model_dir: Path, n_spm: int) -> dict:
 # ---------------------------------------------------------------------------
 
 HEAD_OF_MODEL_TYPE = {"parakeet_ctc": "ctc", "parakeet_tdt": "tdt", "parakeet_rnnt": "rnnt",
-                      "nemotron3_5_asr": "rnnt"}
-# Cache-aware streaming encoders: causal convs, chunked_limited attention, a
-# LayerNorm in the conv module (spec 3).
-STREAMING_MODEL_TYPES = {"nemotron3_5_asr"}
+                      "nemotron3_5_asr": "rnnt", "nemotron_asr_streaming": "rnnt"}
+# Cache-aware streaming encoders (Nemotron 3.5 ASR, nemotron-speech-streaming-en):
+# causal convs, chunked_limited attention, a LayerNorm in the conv module (spec 3).
+STREAMING_MODEL_TYPES = {"nemotron3_5_asr", "nemotron_asr_streaming"}
 
 
 def read_streaming(cfg: dict, proc: dict, enc: dict, k: int) -> dict:
