@@ -227,7 +227,8 @@ static int id_list(const nt_model *m, const gguf_file *f, const char *key, int32
 static int opt_text(const gguf_file *f, const char *key, char **out) {
   const char *s = NULL;
   TRY(gguf_opt_str(f, key, &s));
-  if (s && strlen(s) > 65536) return err_set(STENO_ERR_FORMAT, "%s: '%s' is too long", f->name, key);
+  if (s && strlen(s) > 65536)
+    return err_set(STENO_ERR_FORMAT, "%s: '%s' is too long", f->name, key);
   if (s && !(*out = mem_strdup(s))) return STENO_ERR_NOMEM;
   return 0;
 }
@@ -262,11 +263,14 @@ int nt_prompt(const nt_model *m, const int *instr, uint32_t n_instr, uint32_t n_
               uint32_t *n) {
   *ids = NULL;
   const nt_instruction_keys *k = &m->instr;
-  if (!instr && !m->prefix) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no prompt keys");
-  if (instr && !k->head) return err_set(STENO_ERR_UNSUPPORTED, "the model file has no instruction keys");
+  if (!instr && !m->prefix)
+    return err_set(STENO_ERR_UNSUPPORTED, "the model file has no prompt keys");
+  if (instr && !k->head)
+    return err_set(STENO_ERR_UNSUPPORTED, "the model file has no instruction keys");
   uint64_t total = instr ? (uint64_t)k->n_head + n_instr + k->n_middle + n_audio + k->n_suffix
                          : (uint64_t)m->n_prefix + n_audio + m->n_suffix;
-  if (total > (1u << 24)) return err_set(STENO_ERR_INVALID, "a prompt of %llu ids", (unsigned long long)total);
+  if (total > (1u << 24))
+    return err_set(STENO_ERR_INVALID, "a prompt of %llu ids", (unsigned long long)total);
   int *v = mem_alloc((size_t)total, sizeof *v);
   if (!v) return STENO_ERR_NOMEM;
   uint32_t at = 0;

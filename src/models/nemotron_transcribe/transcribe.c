@@ -86,7 +86,8 @@ static int tokenizer(const gguf_file *f, ntx_model *m) {
     s[i] = tokens->v.str[i].s, len[i] = tokens->v.str[i].len;
     m->special[i] = types && types->v.i32[i] == 3; /* control */
   }
-  for (size_t i = 0; !st && i < nm; i++) s[n + i] = merges->v.str[i].s, len[n + i] = merges->v.str[i].len;
+  for (size_t i = 0; !st && i < nm; i++)
+    s[n + i] = merges->v.str[i].s, len[n + i] = merges->v.str[i].len;
   if (!st) st = bpe_init(&m->tok, (int)n, s, len, false, false, nm, s + n, len + n);
   free(s), free(len);
   if (!st) st = pre_tokenizer(f, m);
@@ -187,7 +188,8 @@ static int encode_instruction(const ntx_model *m, const char *text, int **ids, u
     return err_set(STENO_ERR_UNSUPPORTED, "cannot encode a prompt: %s", m->no_encode);
   size_t tn = strlen(text), total = strlen(k->lead) + tn + strlen(k->trail);
   if (tn > NTX_MAX_INSTRUCTION)
-    return err_set(STENO_ERR_INVALID, "a prompt of %zu bytes (at most %d)", tn, NTX_MAX_INSTRUCTION);
+    return err_set(STENO_ERR_INVALID, "a prompt of %zu bytes (at most %d)", tn,
+                   NTX_MAX_INSTRUCTION);
   char *all = mem_alloc(total + 1, 1);
   int *out = mem_alloc(total + 1, sizeof *out); /* a token is at least one byte */
   int st = all && out ? 0 : STENO_ERR_NOMEM;
