@@ -570,25 +570,35 @@ def _lm_fix(lm: dict) -> dict:
     return lm
 
 
-def convert(model_dir: Path, out: Path, outtype: str = "auto", name: str | None = None) -> None:
-    cfg = read_json(model_dir / "config.json")
-    hp = read_hparams(cfg)
+def new_writer(model_dir: Path, out: Path, hp: dict, pre: dict, outtype: str,
+               name: str | None = None) -> gguf.GGUFWriter:
+    """A writer holding every key (hyperparameters, tokenizer, prompt); the tensors follow."""
+    tok = load_tokenizer(model_dir, hp)
+    proc = read_json(model_dir / "processor_config.json", required=False)
+    prompt = proc.get("default_transcription_prompt") or DEFAULT_PROMPT
+    w = gguf.GGUFWriter(str(out), ARCH)
+    w.add_name(name or model_dir.name)
+    w.add_key_value("general.file_type", FILE_TYPE[outtype], VT.UINT32)
+    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt),
+               instruction_split(model_dir, tok, prompt))
+    return w
+
+
+def read_config(model_dir: Path) -> dict:
+    hp = read_hparams(read_json(model_dir / "config.json"))
     hp["lm"] = _lm_fix(hp["lm"])
+    return hp
+
+
+def convert(model_dir: Path, out: Path, outtype: str = "auto", name: str | None = None) -> None:
+    hp = read_config(model_dir)
     if outtype == "auto":
         outtype = "bf16" if "BF16" in weight_dtypes(model_dir) else "f32"
     sd = load_state_dict(model_dir)
     pre, window, fb = frontend(model_dir, sd, hp["asr"]["num_mel_bins"])
     tensors = rename_all(sd)
     check_tensors(hp, tensors)
-    tok = load_tokenizer(model_dir, hp)
-    proc = read_json(model_dir / "processor_config.json", required=False)
-    prompt = proc.get("default_transcription_prompt") or DEFAULT_PROMPT
-
-    w = gguf.GGUFWriter(str(out), ARCH)
-    w.add_name(name or model_dir.name)
-    w.add_key_value("general.file_type", FILE_TYPE[outtype], VT.UINT32)
-    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt),
-               instruction_split(model_dir, tok, prompt))
+    w = new_writer(model_dir, out, hp, pre, outtype, name)
     w.add_tensor("frontend.window", window)
     w.add_tensor("frontend.filterbank", fb)
     for tname in sorted(tensors):
