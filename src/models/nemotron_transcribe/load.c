@@ -49,6 +49,43 @@ int nt_tower_keys(const gguf_file *f, const char *prefix, bool qk_norm, renc_dim
   return 0;
 }
 
+/* The decoder's vocabulary (prompt ids index its table) and the audio token:
+ * a C int, and a token of the tokenizer where the file has one (the prompt
+ * code compares ids as ints and names the token in messages). */
+static int token_keys(const gguf_file *f, nt_config *c) {
+  TRY(gguf_get_u32(f, KEY "audio_token_id", &c->audio_token));
+  TRY(gguf_get_u32(f, KEY "lm.vocab_size", &c->vocab));
+  const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
+  uint64_t names = tokens ? tokens->n : (uint64_t)INT32_MAX + 1;
+  if (c->vocab < 1 || c->vocab > (1u << 24))
+    return err_set(STENO_ERR_FORMAT, "%s: " KEY "lm.vocab_size %u (1 to 2^24)", f->name, c->vocab);
+  if (c->audio_token >= names)
+    return err_set(STENO_ERR_FORMAT, "%s: " KEY "audio_token_id %u: past the %llu ids %s", f->name,
+                   c->audio_token, (unsigned long long)names,
+                   tokens ? "of tokenizer.ggml.tokens" : "an int holds");
+  return 0;
+}
+
+/* The encoders' runs (one attention over all their frames) at most NT_MAX_RUN
+ * frames: the speech encoder's chunk with its context, the diarization step's
+ * cache, FIFO and that run. Longer ones only failed at run time, on a buffer
+ * over the device's limit (fuzz_load). */
+static int run_bounds(const gguf_file *f, const nt_config *c) {
+  uint64_t asr = (uint64_t)c->chunk + c->left + c->right, diar = asr + c->cache + c->fifo;
+  if (asr > NT_MAX_RUN)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: " KEY "diar.chunk_length %u with chunk_left_context %u and "
+                   "chunk_right_context %u: a run of %llu frames (at most %d)",
+                   f->name, c->chunk, c->left, c->right, (unsigned long long)asr, NT_MAX_RUN);
+  if (diar > NT_MAX_RUN)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: " KEY "diar.fifo_length %u with speaker_cache_length %u and a chunk run "
+                   "of %llu: a diarization run of %llu frames (at most %d)",
+                   f->name, c->fifo, c->cache, (unsigned long long)asr, (unsigned long long)diar,
+                   NT_MAX_RUN);
+  return 0;
+}
+
 static int counts(const gguf_file *f, nt_config *c) {
   TRY(gguf_get_u32(f, KEY "diar.head_hidden_size", &c->head_d));
   TRY(gguf_get_u32(f, KEY "diar.num_speakers", &c->speakers));
@@ -62,7 +99,7 @@ static int counts(const gguf_file *f, nt_config *c) {
   TRY(gguf_get_f32(f, KEY "diar.prediction_score_threshold", &c->pred_thr));
   TRY(gguf_get_f32(f, KEY "diar.latest_frames_score_boost", &c->latest_boost));
   TRY(gguf_get_f32(f, KEY "audio.speaker_activity_threshold", &c->threshold));
-  TRY(gguf_get_u32(f, KEY "audio_token_id", &c->audio_token));
+  TRY(token_keys(f, c));
   float strong, weak, minpos;
   TRY(gguf_get_f32(f, KEY "diar.strong_boost_rate", &strong));
   TRY(gguf_get_f32(f, KEY "diar.weak_boost_rate", &weak));
@@ -78,6 +115,7 @@ static int counts(const gguf_file *f, nt_config *c) {
                    "FIFO %u, update %u, cache %u with %u silence slots, thresholds %g/%g",
                    f->name, c->speakers, c->head_d, c->chunk, c->left, c->right, c->fifo,
                    c->update, c->cache, c->sil, c->threshold, c->pred_thr);
+  TRY(run_bounds(f, c));
   uint32_t budget = c->cache / c->speakers - c->sil;
   c->min_pos = (uint32_t)floor(budget * (double)minpos);
   c->n_strong = (uint32_t)floor(budget * (double)strong);
@@ -216,8 +254,9 @@ static int id_list(const nt_model *m, const gguf_file *f, const char *key, int32
   if (!*v) return STENO_ERR_NOMEM;
   for (size_t i = 0; i < kv->n; i++) {
     int32_t id = kv->v.i32[i];
-    if (id < 0 || (uint32_t)id == m->c.audio_token)
-      return err_set(STENO_ERR_FORMAT, "%s: '%s' holds id %d", f->name, key, id);
+    if (id < 0 || (uint32_t)id == m->c.audio_token || (uint32_t)id >= m->c.vocab)
+      return err_set(STENO_ERR_FORMAT, "%s: '%s' holds id %d (ids 0 to %u, the audio token %u "
+                     "not among them)", f->name, key, id, m->c.vocab - 1, m->c.audio_token);
     (*v)[i] = id;
   }
   *n = (uint32_t)kv->n;

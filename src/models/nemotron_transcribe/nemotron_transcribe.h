@@ -29,7 +29,13 @@ typedef struct {
   float pred_thr, latest_boost; /* score clamp, boost of the newest frames */
   float threshold;             /* speaker activity threshold */
   uint32_t audio_token;
+  uint32_t vocab;              /* the decoder's vocabulary: prompt ids are below it */
 } nt_config;
+
+/* The longest encoder run (frames in one attention), checked at load: the
+ * published model's are 600 (speech), 828 (diarization) and 1200 (word
+ * timestamps). */
+#define NT_MAX_RUN 4096
 
 /* The word timestamp encoder and head (optional in a file): a transposed conv
  * upsampling each ASR frame to `up` frames, a rope_encoder without input

@@ -65,7 +65,12 @@ int nt_wts_load(nt_model *m, const gguf_file *f) {
                    "%s: word timestamp head: width %u for %u-wide states, upsampling %u, %u "
                    "classes, scale %g",
                    f->name, d.d, m->c.d, w->factor, w->classes, w->scale);
-  d.max_t = (m->c.chunk + m->c.left + m->c.right) * w->factor;
+  d.max_t = (m->c.chunk + m->c.left + m->c.right) * w->factor; /* both bounded: no wrap */
+  if (d.max_t > NT_MAX_RUN)
+    return err_set(STENO_ERR_FORMAT,
+                   "%s: " KEY "wts.upsampling_factor %u on runs of %u frames: a word timestamp "
+                   "run of %u (at most %d)",
+                   f->name, w->factor, m->c.chunk + m->c.left + m->c.right, d.max_t, NT_MAX_RUN);
   TRY(renc_load(m->dev, f, "wts.", &d, &w->enc));
   TRY(upsampler(m, f, d.d, w->factor));
   return classifier(m, f, d.d, w->classes);
