@@ -20,6 +20,10 @@ typedef struct {
   const char *retype_key;    /* UINT32 written as INT32 */
   const char *u32_key;       /* written with u32_value */
   uint32_t u32_value;
+  const char *u32_key2;      /* a second one, with u32_value2 */
+  uint32_t u32_value2;
+  const char *ids_key;       /* an INT32 array whose first id becomes first_id */
+  int32_t first_id;
   const char *f32_key;       /* written with f32_value */
   float f32_value;
   uint32_t linear_type;
@@ -30,7 +34,16 @@ static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   const char *k = kv->key;
   if (c->retype_key && !strcmp(k, c->retype_key)) return gw_i32(w, k, (int32_t)kv->v.u32[0]), true;
   if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
+  if (c->u32_key2 && !strcmp(k, c->u32_key2)) return gw_u32(w, k, c->u32_value2), true;
   if (c->f32_key && !strcmp(k, c->f32_key)) return gw_f32(w, k, c->f32_value), true;
+  if (c->ids_key && !strcmp(k, c->ids_key)) {
+    int32_t *v = malloc(kv->n * sizeof *v);
+    memcpy(v, kv->v.i32, kv->n * sizeof *v);
+    v[0] = c->first_id;
+    gw_arr(w, k, GGUF_VAL_INT32, v, kv->n);
+    free(v);
+    return true;
+  }
   return false;
 }
 
@@ -144,6 +157,26 @@ static void bad_files(const gguf_file *src) {
   load_fails(src, &(change){.f32_key = K "asr.partial_rotary_factor", .f32_value = 0.01f},
              "rope 0 dims");
   load_fails(src, &(change){.u32_key = K "frontend.sample_rate", .u32_value = 8000}, "sample rate 8000");
+  /* fuzz_load: values the old loader took that failed only at run time (a
+   * buffer over the device's limit, a token past the decoder's table) */
+  load_fails(src, &(change){.u32_key = K "diar.chunk_length", .u32_value = 4000,
+                            .u32_key2 = K "diar.chunk_left_context", .u32_value2 = 1000},
+             "chunk_left_context 1000 and chunk_right_context 3: a run of 5003 frames (at most 4096)");
+  load_fails(src, &(change){.u32_key = K "diar.fifo_length", .u32_value = 100000},
+             "diar.fifo_length 100000 with speaker_cache_length 12 and a chunk run of 18: a "
+             "diarization run of 100030 frames (at most 4096)");
+  load_fails(src, &(change){.u32_key = K "diar.chunk_length", .u32_value = 3000},
+             "wts.upsampling_factor 2 on runs of 3006 frames: a word timestamp run of 6012 (at "
+             "most 4096)");
+  load_fails(src, &(change){.ids_key = K "prompt.prefix_ids", .first_id = 5000},
+             "'" K "prompt.prefix_ids' holds id 5000 (ids 0 to 319");
+  load_fails(src, &(change){.ids_key = K "prompt.instruction.head_ids", .first_id = 1 << 30},
+             "'" K "prompt.instruction.head_ids' holds id 1073741824 (ids 0 to 319");
+  load_fails(src, &(change){.u32_key = K "audio_token_id", .u32_value = 1u << 31},
+             K "audio_token_id 2147483648: past the 321 ids of tokenizer.ggml.tokens");
+  load_fails(src, &(change){.u32_key = K "audio_token_id", .u32_value = 321},
+             K "audio_token_id 321: past the 321 ids of tokenizer.ggml.tokens");
+  load_fails(src, &(change){.u32_key = K "lm.vocab_size", .u32_value = 0}, K "lm.vocab_size 0");
   load_fails(src, &(change){.drop = "wts.upsample.bias"}, "wts.upsample.bias");
   load_fails(src, &(change){.misshape = "wts.head.weight"}, "wts.head.weight");
   load_fails(src, &(change){.u32_key = K "wts.hidden_size", .u32_value = 64}, "word timestamp head");
