@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "audio/split.h"
+#include "fixture_ref.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/parakeet/parakeet.h"
@@ -67,12 +68,6 @@ static bool clips_read(const gguf_file *batch, const gguf_file *ref, clip_ref *c
            c[i].name, c[i].n, c[i].valid, c[i].t, key(batch, c[i].name, "batch_vs_alone")->v.f32[0]);
   }
   return true;
-}
-
-static float max_abs(const float *a, const float *b, size_t n) {
-  float e = 0;
-  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(a[i] - b[i]));
-  return e;
 }
 
 /* The encoder over the reference's features in one padded pass: each clip's

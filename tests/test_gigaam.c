@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture_ref.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/gigaam/gigaam.h"
@@ -17,30 +18,6 @@
  * STFT against steno's f64 one. */
 #define MEL_TOL 1e-3f
 #define ENC_TOL 1e-3f /* relative to max(1, max|want|) */
-
-static const float *ref_tensor(const gguf_file *ref, const char *clip, const char *what, size_t *n) {
-  char name[128];
-  snprintf(name, sizeof name, "%s.%s", clip, what);
-  const gguf_tensor *t = gguf_tensor_find(ref, name);
-  CHECK(t && t->type == GGUF_TYPE_F32, "reference tensor %s", name);
-  if (!t) return NULL;
-  *n = t->nelem;
-  return t->data;
-}
-
-static const gguf_kv *ref_key(const gguf_file *ref, const char *clip, const char *what) {
-  char name[128];
-  snprintf(name, sizeof name, "ref.%s.%s", clip, what);
-  const gguf_kv *kv = gguf_find(ref, name);
-  CHECK(kv != NULL, "reference key %s", name);
-  return kv;
-}
-
-static float max_abs(const float *got, const float *want, size_t n) {
-  float e = 0;
-  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(got[i] - want[i]));
-  return e;
-}
 
 /* Whether tk holds exactly the reference's ids and frames (all spanning 1 frame). */
 static bool same_tokens(const dec_tokens *tk, const gguf_kv *ids, const gguf_kv *at) {

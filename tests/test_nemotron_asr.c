@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture_ref.h"
 #include "gguf_write.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
+#include "load_check.h"
 #include "models/parakeet/parakeet.h"
 #include "steno.h"
 
@@ -33,12 +35,6 @@ static const gguf_kv *key(const gguf_file *ref, const char *run, const char *wha
   const gguf_kv *kv = gguf_find(ref, name);
   CHECK(kv != NULL, "reference key %s", name);
   return kv;
-}
-
-static float max_abs(const float *a, const float *b, size_t n) {
-  float e = 0;
-  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(a[i] - b[i]));
-  return e;
 }
 
 /* Whether tk holds exactly the run's tokens and frames; prints both if not. */
@@ -176,11 +172,8 @@ static bool apply(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
 }
 
 static void bad_key(const gguf_file *src, edit e, int want, const char *words) {
-  gw_edit ed = {.key = apply, .ctx = &e};
-  size_t size;
-  uint8_t *bytes = gw_rewrite(src, &ed, &size);
-  gguf_file *f = NULL;
-  CHECK_OK(gguf_open_memory(&f, bytes, size, "crafted.gguf"));
+  uint8_t *bytes;
+  gguf_file *f = lc_rewrite(src, (gw_edit){.key = apply, .ctx = &e}, &bytes);
   parakeet *m = NULL;
   int st = f ? parakeet_load(test_device(), f, &m) : -1;
   CHECK(st == want && !m && strstr(steno_last_error(), words), "%s: load gave %d (%s)", e.key, st,
@@ -192,11 +185,8 @@ static void bad_key(const gguf_file *src, edit e, int want, const char *words) {
 
 /* A prompt tensor left out or of the wrong shape. */
 static void bad_tensor(const gguf_file *src, const char *drop, const char *misshape) {
-  gw_edit ed = {.drop = drop, .misshape = misshape};
-  size_t size;
-  uint8_t *bytes = gw_rewrite(src, &ed, &size);
-  gguf_file *f = NULL;
-  CHECK_OK(gguf_open_memory(&f, bytes, size, "crafted.gguf"));
+  uint8_t *bytes;
+  gguf_file *f = lc_rewrite(src, (gw_edit){.drop = drop, .misshape = misshape}, &bytes);
   parakeet *m = NULL;
   int st = f ? parakeet_load(test_device(), f, &m) : -1;
   const char *name = drop ? drop : misshape;

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture_ref.h"
 #include "gguf_write.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
+#include "load_check.h"
 #include "models/parakeet/parakeet.h"
 #include "steno.h"
 
@@ -20,33 +22,6 @@
 #define MEL_TOL 1e-4f
 #define MEL_TOL_SYNTH 2.5e-4f
 #define ENC_TOL 1e-3f /* relative to max(1, max|want|) */
-
-/* Tensor `clip.what` of the reference as floats (the file's own memory). */
-static const float *ref_tensor(const gguf_file *ref, const char *clip, const char *what,
-                               size_t *n) {
-  char name[128];
-  snprintf(name, sizeof name, "%s.%s", clip, what);
-  const gguf_tensor *t = gguf_tensor_find(ref, name);
-  CHECK(t && t->type == GGUF_TYPE_F32, "reference tensor %s", name);
-  if (!t) return NULL;
-  *n = t->nelem;
-  return t->data;
-}
-
-static const gguf_kv *ref_key(const gguf_file *ref, const char *clip, const char *what) {
-  char name[128];
-  snprintf(name, sizeof name, "ref.%s.%s", clip, what);
-  const gguf_kv *kv = gguf_find(ref, name);
-  CHECK(kv != NULL, "reference key %s", name);
-  return kv;
-}
-
-/* Largest |got − want| over n values. */
-static float max_abs(const float *got, const float *want, size_t n) {
-  float e = 0;
-  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(got[i] - want[i]));
-  return e;
-}
 
 /* Whether tk holds exactly the tokens, frames and durations of the reference's
  * `prefix`tokens, `prefix`token_frames and `prefix`token_durations keys of clip
@@ -191,11 +166,8 @@ static void bad_max_symbols(void) {
   gguf_file *src, *ref;
   fixture_open("parakeet_tdt_cap_tiny", &src, &ref);
   for (size_t i = 0; src && i < sizeof bad / sizeof *bad; i++) {
-    gw_edit e = {.key = set_max_symbols, .ctx = &bad[i]};
-    size_t size;
-    uint8_t *bytes = gw_rewrite(src, &e, &size);
-    gguf_file *f = NULL;
-    CHECK_OK(gguf_open_memory(&f, bytes, size, "crafted.gguf"));
+    uint8_t *bytes;
+    gguf_file *f = lc_rewrite(src, (gw_edit){.key = set_max_symbols, .ctx = &bad[i]}, &bytes);
     parakeet *m = NULL;
     int st = f ? parakeet_load(test_device(), f, &m) : -1;
     CHECK(st == STENO_ERR_FORMAT && !m && strstr(steno_last_error(), "max_symbols"),

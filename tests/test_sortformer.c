@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture_ref.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/sortformer/sortformer.h"
@@ -34,12 +35,6 @@ typedef struct {
   bool compressed; /* the cache had been compressed before the last chunk */
   float worst_emb, worst_enc, worst_p;
 } watch_state;
-
-static float max_abs(const float *a, const float *b, size_t n) {
-  float e = 0;
-  for (size_t i = 0; i < n; i++) e = fmaxf(e, fabsf(a[i] - b[i]));
-  return e;
-}
 
 static void on_chunk(void *user, uint32_t i, const sf_stream *before, const float *emb,
                      uint32_t t_win, uint32_t lc, uint32_t rc, const float *enc,
