@@ -1,5 +1,6 @@
 #include "frontend/frames.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -32,6 +33,11 @@ int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
   per += per % 2;
   frames_job j = {fn, ctx, count, per, scratch, mem_alloc(n, scratch * sizeof(double))};
   if (!j.buf) return STENO_ERR_NOMEM;
+  if (n == 1) { /* one chunk: no pool to start (clips side by side come here) */
+    run_chunk(&j, 0);
+    free(j.buf);
+    return 0;
+  }
   /* Chunk c runs on the pool's thread c (chunk 0 here); a pool that could not
    * start its threads runs them all here. */
   pool *p;
@@ -41,5 +47,49 @@ int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
     pool_free(p);
   }
   free(j.buf);
+  return st;
+}
+
+enum { MESSAGE = 1024 }; /* base/error.c's buffer */
+
+typedef struct {
+  frames_clip_fn fn;
+  void *ctx;
+  int share;     /* each clip's threads (its frames_run's pool_limit_threads) */
+  int threads;   /* the pool's: clip c runs on thread c mod threads */
+  int *status;   /* [clips] */
+  int *failed;   /* [threads]: its first failed clip, or -1 */
+  char *message; /* [threads][MESSAGE]: that clip's error message */
+} clips_job;
+
+static void run_clip(void *p, int clip) {
+  clips_job *j = p;
+  int limit = pool_limit_threads(j->share);
+  int st = j->fn(j->ctx, clip);
+  pool_limit_threads(limit);
+  j->status[clip] = st;
+  /* Messages are per thread; keep the thread's first (clips run in order on it). */
+  int t = clip % j->threads;
+  if (st && j->failed[t] < 0) {
+    j->failed[t] = clip;
+    snprintf(j->message + (size_t)t * MESSAGE, MESSAGE, "%s", err_message());
+  }
+}
+
+int frames_run_clips(int clips, frames_clip_fn fn, void *ctx) {
+  if (clips <= 0) return 0;
+  int cpus = pool_default_workers() + 1, want = clips < cpus ? clips : cpus;
+  pool *p;
+  TRY(pool_new(want - 1, &p));
+  int threads = pool_threads(p); /* fewer where a thread did not start */
+  clips_job j = {fn, ctx, cpus / threads, threads, mem_alloc((size_t)clips, sizeof(int)),
+                 mem_alloc((size_t)threads, sizeof(int)), mem_alloc((size_t)threads, MESSAGE)};
+  int st = j.status && j.failed && j.message ? 0 : STENO_ERR_NOMEM;
+  for (int t = 0; !st && t < threads; t++) j.failed[t] = -1;
+  if (!st) pool_run(p, clips, run_clip, &j);
+  pool_free(p);
+  for (int c = 0; !st && c < clips; c++)
+    if (j.status[c]) st = err_set(j.status[c], "%s", j.message + (size_t)(c % threads) * MESSAGE);
+  free(j.status), free(j.failed), free(j.message);
   return st;
 }

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/timer.h"
+#include "frontend/frames.h"
 #include "gpu/subsample.h"
 #include "models/parakeet/parakeet.h"
 
@@ -193,19 +194,29 @@ static int search_clips(parakeet_session *s, uint32_t k, uint32_t T, const uint3
   return st;
 }
 
-/* Features of clips idx[0..k): mel[j] (malloc'd), valid[j], feat_ms[j]. */
-static int features(const parakeet *m, const float *const *pcm, const size_t *n,
-                    const uint32_t *idx, uint32_t k, float **mel, uint32_t *valid,
-                    double *feat_ms) {
-  int st = 0;
-  for (uint32_t j = 0; j < k && !st; j++) {
-    size_t frames, v;
-    double t0 = time_now();
-    st = parakeet_features(m, pcm[idx[j]], n[idx[j]], &mel[j], &frames, &v);
-    valid[j] = (uint32_t)v;
-    feat_ms[j] = (time_now() - t0) * 1e3;
-  }
+typedef struct {
+  const parakeet *m;
+  const float *const *pcm;
+  const size_t *n;
+  const uint32_t *idx;
+  float **mel;
+  uint32_t *valid;
+} features_job;
+
+static int clip_features(void *ctx, int j) {
+  const features_job *f = ctx;
+  size_t frames, v;
+  int st = parakeet_features(f->m, f->pcm[f->idx[j]], f->n[f->idx[j]], &f->mel[j], &frames, &v);
+  f->valid[j] = (uint32_t)v;
   return st;
+}
+
+int parakeet_batch_features(const parakeet *m, const float *const *pcm, const size_t *n,
+                            const uint32_t *idx, uint32_t k, float **mel, uint32_t *valid) {
+  for (uint32_t j = 0; j < k; j++) mel[j] = NULL, valid[j] = 0;
+  if (k > INT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: features of %u clips", k);
+  features_job job = {m, pcm, n, idx, mel, valid};
+  return frames_run_clips((int)k, clip_features, &job);
 }
 
 /* k ≥ 2 clips (pcm[idx[j]], each ≥ 2 mel frames) in one pass, into out[idx[j]]. */
@@ -215,26 +226,28 @@ static int transcribe_group(parakeet_session *s, const float *const *pcm, const 
   const parakeet *m = s->m;
   float **mel = mem_alloc(k, sizeof *mel);
   uint32_t *valid = mem_alloc(k, sizeof *valid), *t = mem_alloc(k, sizeof *t), pitch = 0;
-  double *feat_ms = mem_alloc(k, sizeof *feat_ms);
   dec_tokens *toks = mem_alloc(k, sizeof *toks);
-  int st = mel && valid && t && feat_ms && toks ? 0 : STENO_ERR_NOMEM;
-  if (!st) st = features(m, pcm, n, idx, k, mel, valid, feat_ms);
+  int st = mel && valid && t && toks ? 0 : STENO_ERR_NOMEM;
+  double t0 = time_now();
+  if (!st) st = parakeet_batch_features(m, pcm, n, idx, k, mel, valid);
   double t1 = time_now();
   if (!st) st = parakeet_forward_batch(s, (const float *const *)mel, valid, k, NULL, t);
   double t2 = time_now();
   for (uint32_t j = 0; !st && j < k; j++) pitch = valid[j] > pitch ? valid[j] : pitch;
   if (!st) st = transducer_check_abort(stop);
   if (!st) st = search_clips(s, k, parakeet_encoder_frames(m, pitch), t, stop, toks);
-  double enc_ms = (t2 - t1) * 1e3 / k, dec_ms = (time_now() - t2) * 1e3 / k;
+  /* Each clip's share of the stages' wall time (features side by side too). */
+  double feat_ms = (t1 - t0) * 1e3 / k, enc_ms = (t2 - t1) * 1e3 / k;
+  double dec_ms = (time_now() - t2) * 1e3 / k;
   double ms_per_frame = 1000.0 * 8 * m->mel.c.hop / m->mel.c.sample_rate;
   for (uint32_t j = 0; j < k && !st; j++) {
     double seconds = (double)n[idx[j]] / m->mel.c.sample_rate;
     st = result_from_tokens(&m->vocab, &toks[j], ms_per_frame, 0, seconds, &out[idx[j]]);
-    if (!st) out[idx[j]]->timings = (steno_timings){feat_ms[j], enc_ms, dec_ms};
+    if (!st) out[idx[j]]->timings = (steno_timings){feat_ms, enc_ms, dec_ms};
   }
   for (uint32_t j = 0; mel && j < k; j++) free(mel[j]);
   for (uint32_t j = 0; toks && j < k; j++) dec_free(&toks[j]);
-  free(mel), free(valid), free(t), free(feat_ms), free(toks);
+  free(mel), free(valid), free(t), free(toks);
   return st;
 }
 

@@ -115,6 +115,13 @@ void parakeet_arena_free(parakeet_arena *a);
 int parakeet_features(const parakeet *m, const float *pcm, size_t n, float **mel, size_t *frames,
                       size_t *valid);
 
+/* parakeet_features of clips pcm[idx[j]] (n[idx[j]] samples), j < k, side by
+ * side on the CPU's threads (frames_run_clips): mel[j] (malloc'd; the caller
+ * frees them, also on failure) and valid[j], bit for bit what each clip gets
+ * alone. */
+int parakeet_batch_features(const parakeet *m, const float *const *pcm, const size_t *n,
+                            const uint32_t *idx, uint32_t k, float **mel, uint32_t *valid);
+
 /* Encoder frames after subsampling `valid` mel frames. */
 uint32_t parakeet_encoder_frames(const parakeet *m, uint32_t valid);
 
