@@ -1,0 +1,139 @@
+/* Nemotron 3.5 Transcribe end to end on one recording, in stages: the audio
+ * towers (features, ASR encoder, diarization, speaker embedding, projector:
+ * nt_audio_run), the decoder's prompt with one greedy token (prefill), and
+ * greedy decoding with no end token (so every run decodes the same count).
+ * Decoding speed is (prompt + 1 + N tokens) − (prompt + 1 token), over N.
+ * Prints one JSON object (times in ms: first run, then the median of the
+ * rest) with the generated ids, for bench/nemotron_transcribe_real.py to set
+ * beside transformers on the same weights.
+ *   nemotron_transcribe_speed MODEL.gguf AUDIO.wav [tokens 64] [runs 5] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "models/nemotron_transcribe/transcribe.h"
+#include "steno.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "nemotron_transcribe_speed: %s: %s\n", what, steno_last_error());
+  exit(1);
+}
+
+/* The prompt's rows as ntx_generate builds them: −1 ids where audio embeddings go. */
+static void prompt_rows(const ntx_model *m, const nt_audio *a, int **ids, float **rows,
+                        uint32_t *n) {
+  if (ntx_prompt_ids(m, NULL, a->tokens, ids, n)) die("prompt");
+  uint32_t d = m->lm->d.d, used = 0;
+  *rows = calloc((size_t)*n * d, sizeof **rows);
+  if (!*rows) exit(1);
+  for (uint32_t i = 0; i < *n; i++)
+    if ((*ids)[i] == (int)m->audio->c.audio_token && used < a->tokens) {
+      (*ids)[i] = -1;
+      memcpy(*rows + (size_t)i * d, a->embeds + (size_t)used++ * d, d * sizeof **rows);
+    }
+  if (used != a->tokens) {
+    fprintf(stderr, "nemotron_transcribe_speed: %u audio rows for %u tokens\n", used, a->tokens);
+    exit(1);
+  }
+}
+
+/* Greedy decoding of `count` tokens after the prompt, no end token; ms. */
+static double greedy(ntx_session *s, const int *ids, const float *rows, uint32_t n, uint32_t count,
+                     int *out) {
+  uint32_t got;
+  nemotron_h_reset(s->lm);
+  double t = now_ms();
+  if (nemotron_h_greedy(s->lm, ids, rows, n, count, NULL, 0, out, &got)) die("decode");
+  t = now_ms() - t;
+  if (got != count) {
+    fprintf(stderr, "nemotron_transcribe_speed: %u tokens of %u\n", got, count);
+    exit(1);
+  }
+  return t;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s MODEL.gguf AUDIO.wav [tokens 64] [runs 5]\n", argv[0]);
+    return 2;
+  }
+  uint32_t tokens = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
+  int runs = argc > 4 ? atoi(argv[4]) : 5;
+  if (tokens < 1 || tokens > 4096 || runs < 1 || runs > 1000) {
+    fprintf(stderr, "nemotron_transcribe_speed: tokens 1..4096, runs 1..1000\n");
+    return 2;
+  }
+  float *pcm;
+  size_t n;
+  if (steno_audio_load(argv[2], &pcm, &n)) die(argv[2]);
+  double t = now_ms();
+  steno_model *model;
+  if (steno_model_load(argv[1], NULL, &model)) die(argv[1]);
+  double load = now_ms() - t;
+  if (strcmp(steno_model_architecture(model), "nemotron3_5_transcribe")) {
+    fprintf(stderr, "nemotron_transcribe_speed: %s is %s\n", argv[1], steno_model_architecture(model));
+    return 1;
+  }
+  const ntx_model *m = model->impl;
+  ntx_session *s;
+  if (ntx_session_new(m, &s)) die("session");
+
+  double *tw = calloc((size_t)runs + 1, sizeof *tw), *t1 = calloc((size_t)runs + 1, sizeof *t1),
+         *tn = calloc((size_t)runs + 1, sizeof *tn);
+  int *out = calloc(tokens + 1, sizeof *out);
+  nt_audio a;
+  int *ids = NULL;
+  float *rows = NULL;
+  uint32_t np = 0;
+  for (int r = 0; r <= runs; r++) {
+    memset(&a, 0, sizeof a);
+    t = now_ms();
+    if (nt_audio_run(m->audio, pcm, n, &a)) die("towers");
+    tw[r] = now_ms() - t;
+    if (r < runs) nt_audio_free(&a);
+  }
+  prompt_rows(m, &a, &ids, &rows, &np);
+  for (int r = 0; r <= runs; r++) {
+    t1[r] = greedy(s, ids, rows, np, 1, out);
+    tn[r] = greedy(s, ids, rows, np, tokens + 1, out);
+  }
+  double first_tw = tw[0], first_t1 = t1[0];
+  double mw = median(tw + 1, runs), m1 = median(t1 + 1, runs), mn = median(tn + 1, runs);
+  size_t peak;
+  int fast;
+  steno_model_memory(model, NULL, &peak);
+  printf("{\"device\": \"%s\", \"load_ms\": %.1f, \"audio_s\": %.3f, \"audio_tokens\": %u, "
+         "\"prompt_tokens\": %u, \"towers_first_ms\": %.2f, \"towers_ms\": %.2f, "
+         "\"prefill_first_ms\": %.2f, \"prefill_ms\": %.2f, \"decode_tokens\": %u, "
+         "\"decode_total_ms\": %.2f, \"decode_ms_per_token\": %.3f, \"tokens_per_s\": %.1f, "
+         "\"gpu_peak_mib\": %.0f, \"runs\": %d, \"ids\": [",
+         steno_model_device(model, &fast), load, (double)n / 16000, a.tokens, np, first_tw, mw,
+         first_t1, m1, tokens, mn, (mn - m1) / tokens, tokens / ((mn - m1) / 1e3),
+         (double)peak / (1 << 20), runs);
+  for (uint32_t i = 0; i <= tokens; i++) printf("%s%d", i ? ", " : "", out[i]);
+  printf("]}\n");
+  nt_audio_free(&a);
+  free(ids), free(rows), free(out), free(tw), free(t1), free(tn);
+  ntx_session_free(s);
+  steno_model_free(model);
+  steno_audio_free(pcm);
+  return 0;
+}
