@@ -44,8 +44,6 @@ struct gpu_transducer_search {
   gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
   uint32_t clips;
   uint32_t budget; /* gpu_transducer_search_force: steps per dispatch (0: not forced) */
-  const gpu_buffer *enc; /* the encoder buffer of the last search, and its size */
-  size_t enc_bytes;
 };
 
 void gpu_transducer_free(gpu_transducer *g) {
@@ -320,28 +318,13 @@ static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, gpu_transduc
   }
 }
 
-/* A new recorder: the recorder keeps descriptor sets by VkBuffer handle,
- * and a buffer made after one was freed may get the freed one's handle. So
- * after any buffer it binds is replaced, its sets are dropped. */
-static int renew_rec(gpu_transducer_search *s) {
-  gpu_rec_free(s->rec);
-  s->rec = NULL;
-  TRY(gpu_rec_new(s->g->dev, &s->rec));
-  gpu_rec_profile(s->rec, "transducer search");
-  return 0;
-}
-
-/* Room for every token a search over t frames can emit; a new recorder
- * where the caller's encoder buffer may have been replaced. */
-static int fit(gpu_transducer_search *s, uint32_t room, const gpu_buffer *enc) {
-  if (enc != s->enc || gpu_buffer_size(enc) != s->enc_bytes) {
-    TRY(renew_rec(s));
-    s->enc = enc, s->enc_bytes = gpu_buffer_size(enc);
-  }
+/* Room for every token a search over t frames can emit. The recorder keeps
+ * its descriptor sets: they are reused only for the same buffers (by serial),
+ * so a replaced buffer, ours or the caller's encoder output, is bound anew. */
+static int fit(gpu_transducer_search *s, uint32_t room) {
   if (s->out && s->room >= room) return 0;
   gpu_buffer_free(s->out);
   s->out = NULL;
-  TRY(renew_rec(s));
   TRY(gpu_buffer_new(s->g->dev, (size_t)room * 16, &s->out));
   s->room = room;
   return 0;
@@ -368,7 +351,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transduce
   const gpu_transducer *g = s->g;
   uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clip.t);
   uint32_t room = steps > 0 ? (uint32_t)steps : 1;
-  TRY(fit(s, room, enc));
+  TRY(fit(s, room));
   uint32_t st[ST_WORDS] = {0};
   st[ST_DONE] = !(clip.t > 0 && steps > 0);
   st[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
@@ -400,7 +383,6 @@ static int fit_clips(gpu_transducer_search *s, uint32_t n) {
   gpu_buffer_free(s->work);
   s->pstate = s->work = NULL;
   s->clips = 0;
-  TRY(renew_rec(s));
   const gpu_transducer *g = s->g;
   size_t w = 2 * (size_t)g->layers * g->hidden + 4 * (size_t)g->hidden + (size_t)g->joint +
              (size_t)(g->vocab + g->n_dur);
@@ -452,7 +434,7 @@ static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t
     c[PS_FRESH] = 1;
     base += c[PS_ROOM];
   }
-  int rc = fit(s, base, enc);
+  int rc = fit(s, base);
   if (!rc) rc = fit_clips(s, (uint32_t)n);
   if (!rc) rc = gpu_upload(s->pstate, 0, st, (size_t)n * PS_WORDS * 4);
   for (uint32_t chunk = CHUNK_FIRST; !rc && !all_done(st, n);) {

@@ -47,16 +47,11 @@ void nemotron_h_session_free(nemotron_h_session *s) {
   free(s);
 }
 
-/* Activations for n rows and logits for `logit_rows` (grown, never shrunk). A
- * new buffer gets a new recorder: the old one's descriptor sets are cached by
- * buffer handle, which a new buffer may reuse. */
+/* Activations for n rows and logits for `logit_rows` (grown, never shrunk).
+ * The recorder's descriptor sets follow the new buffers (cached by buffer
+ * serial, not handle). */
 static int room(nemotron_h_session *s, uint32_t n, uint32_t logit_rows) {
   const nemotron_h *m = s->m;
-  if (n > s->s.rows || logit_rows > s->logit_rows) {
-    gpu_rec_free(s->rec);
-    s->rec = NULL;
-    TRY(gpu_rec_new(m->dev, &s->rec));
-  }
   if (n > s->s.rows) {
     hybrid_scratch_free(&s->s);
     TRY(hybrid_scratch_new(m->dev, &m->d, n, m->wide, &s->s));
