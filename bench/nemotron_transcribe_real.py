@@ -333,6 +333,18 @@ def compiled_towers(model, inputs, runs: int, device: str) -> dict:
         model.model.audio_tower = tower
 
 
+def hidden_reference(model, n: int, work: Path, device: str) -> None:
+    """The language model's residual after each layer on n random ids (ids.bin, ref.bin)."""
+    g = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(0, model.config.text_config.vocab_size, (1, n), generator=g)
+    with torch.no_grad():
+        out = model.model.language_model(input_ids=ids.to(device), output_hidden_states=True, use_cache=False)
+    hs = torch.stack([h[0].float() for h in out.hidden_states[1:]]).cpu().numpy()
+    log(f"reference hidden states {hs.shape}, max |h| per layer {[f'{x:.3g}' for x in np.abs(hs).max((1, 2))]}")
+    ids.numpy().astype(np.int32).tofile(work / "ids.bin")
+    hs.astype(np.float32).tofile(work / "ref.bin")
+
+
 def run_steno(bench: Path, gguf: Path, wav: Path, tokens: int, runs: int, timeout: int) -> dict:
     t0 = time.perf_counter()
     p = subprocess.run([str(bench), str(gguf), str(wav), str(tokens), str(runs)], capture_output=True, text=True,
@@ -367,6 +379,9 @@ def main() -> int:
     p.add_argument("--small", action="store_true", help="tiny config on the CPU, f32, with the converter check")
     p.add_argument("--steno-timeout", type=int, default=420)
     p.add_argument("--out", type=Path, help="write the JSON here too")
+    p.add_argument("--hidden", type=int, default=0, metavar="N",
+                   help="also compare the decoder's residual after each layer on N random ids "
+                        "(steno with its chosen kernels and with STENO_FAST=off)")
     a = p.parse_args()
     device = "cpu" if a.small else "cuda"
     dtype = torch.float32 if a.small else torch.bfloat16
@@ -388,6 +403,8 @@ def main() -> int:
     log("transformers ...")
     res["transformers"] = bench_hf(model, proc, pcm, a.tokens, a.runs, device, a.compile)
     log(json.dumps({k: v for k, v in res["transformers"].items() if k != "ids"}))
+    if a.hidden:
+        hidden_reference(model, a.hidden, a.work, device)
     need = sum(p.numel() * 2 for p in model.parameters()) + (1 << 30)
     out = gguf_dir(need, a.work) / "nt_random.gguf"
     res["gguf_write_s"] = write_gguf(model, ckpt, out, "f32" if a.small else "bf16")
@@ -409,6 +426,12 @@ def main() -> int:
         torch.cuda.empty_cache()
     log("steno ...")
     res["steno"] = run_steno(a.bench, out, wav, a.tokens, a.runs, a.steno_timeout)
+    if a.hidden:
+        for fast in ("auto", "off"):
+            p = subprocess.run([str(a.bench), str(out), "--hidden", str(a.work / "ids.bin"), str(a.work / "ref.bin")],
+                               capture_output=True, text=True, timeout=a.steno_timeout, env=dict(os.environ, STENO_FAST=fast))
+            res[f"hidden_{fast}"] = (p.stdout + p.stderr[-2000:]).splitlines()
+            log("\n".join(res[f"hidden_{fast}"]))
     hf_ids, st_ids = res["transformers"]["ids"], res["steno"].get("ids", [])
     same = next((i for i, (x, y) in enumerate(zip(hf_ids, st_ids)) if x != y), min(len(hf_ids), len(st_ids)))
     res["same_leading_ids"] = same

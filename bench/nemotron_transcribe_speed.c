@@ -6,7 +6,13 @@
  * Prints one JSON object (times in ms: first run, then the median of the
  * rest) with the generated ids, for bench/nemotron_transcribe_real.py to set
  * beside transformers on the same weights.
- *   nemotron_transcribe_speed MODEL.gguf AUDIO.wav [tokens 64] [runs 5] */
+ *   nemotron_transcribe_speed MODEL.gguf AUDIO.wav [tokens 64] [runs 5]
+ * With --hidden IDS REF instead of AUDIO: the decoder's residual stream after
+ * each layer for the int32 ids in IDS against REF's f32 [layers][n][d] (the
+ * reference's hidden states), one line per layer: the largest difference
+ * relative to the largest reference value, the largest value, non-finite count.
+ * STENO_FAST=off|all|auto picks the kernels as the CLI does. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +76,71 @@ static double greedy(ntx_session *s, const int *ids, const float *rows, uint32_t
   return t;
 }
 
+static void *read_all(const char *path, size_t *bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die(path);
+  fseek(f, 0, SEEK_END);
+  *bytes = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *p = malloc(*bytes + 1);
+  if (!p || fread(p, 1, *bytes, f) != *bytes) exit(1);
+  fclose(f);
+  return p;
+}
+
+/* --hidden: the residual after each layer against the reference's. */
+static int hidden(const ntx_model *m, ntx_session *s, const char *ids_path, const char *ref_path) {
+  size_t ib, rb;
+  int *ids = read_all(ids_path, &ib);
+  float *ref = read_all(ref_path, &rb);
+  uint32_t n = (uint32_t)(ib / sizeof *ids), d = m->lm->d.d, layers = m->lm->layers;
+  if (rb != (size_t)layers * n * d * sizeof *ref) {
+    fprintf(stderr, "nemotron_transcribe_speed: %zu reference bytes for %u layers × %u × %u\n", rb,
+            layers, n, d);
+    return 1;
+  }
+  float *h = malloc((size_t)n * d * sizeof *h);
+  if (!h) exit(1);
+  for (uint32_t l = 1; l <= layers; l++) {
+    nemotron_h_reset(s->lm);
+    if (nemotron_h_hidden(s->lm, ids, n, l, h)) die("hidden");
+    const float *r = ref + (size_t)(l - 1) * n * d;
+    double top = 0, diff = 0, big = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)n * d; i++) {
+      if (!isfinite(h[i])) {
+        bad++;
+        continue;
+      }
+      top = fmax(top, fabs(r[i])), big = fmax(big, fabs(h[i])), diff = fmax(diff, fabs(h[i] - r[i]));
+    }
+    printf("layer %2u (%c): max|diff|/max|ref| %.3e  max|ref| %.3g  max|steno| %.3g  non-finite %zu\n",
+           l, "M*-E"[m->lm->kind[l - 1]], diff / top, top, big, bad);
+  }
+  free(h), free(ids), free(ref);
+  return 0;
+}
+
+static steno_model_params params(void) {
+  steno_model_params p = steno_model_default_params();
+  const char *f = getenv("STENO_FAST");
+  if (f && !strcmp(f, "off")) p.fast = STENO_FAST_OFF;
+  if (f && !strcmp(f, "all")) p.fast = STENO_FAST_ALL;
+  return p;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[2], "--hidden")) {
+    steno_model *model;
+    steno_model_params mp = params();
+    if (steno_model_load(argv[1], &mp, &model)) die(argv[1]);
+    ntx_session *s;
+    if (ntx_session_new(model->impl, &s)) die("session");
+    int st = hidden(model->impl, s, argv[3], argv[4]);
+    ntx_session_free(s);
+    steno_model_free(model);
+    return st;
+  }
   if (argc < 3) {
     fprintf(stderr, "usage: %s MODEL.gguf AUDIO.wav [tokens 64] [runs 5]\n", argv[0]);
     return 2;
@@ -86,7 +156,8 @@ int main(int argc, char **argv) {
   if (steno_audio_load(argv[2], &pcm, &n)) die(argv[2]);
   double t = now_ms();
   steno_model *model;
-  if (steno_model_load(argv[1], NULL, &model)) die(argv[1]);
+  steno_model_params mp = params();
+  if (steno_model_load(argv[1], &mp, &model)) die(argv[1]);
   double load = now_ms() - t;
   if (strcmp(steno_model_architecture(model), "nemotron3_5_transcribe")) {
     fprintf(stderr, "nemotron_transcribe_speed: %s is %s\n", argv[1], steno_model_architecture(model));
