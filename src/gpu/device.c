@@ -214,8 +214,9 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
   info->unified = mappable_local && p->deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
 }
 
-int gpu_list_instance(VkInstance inst, gpu_info **out, int *count) {
+int gpu_list_instance(VkInstance inst, gpu_info **out, VkPhysicalDevice **handles, int *count) {
   *out = NULL;
+  if (handles) *handles = NULL;
   *count = 0;
   uint32_t n = 0;
   VkResult r = vkEnumeratePhysicalDevices(inst, &n, NULL);
@@ -231,7 +232,8 @@ int gpu_list_instance(VkInstance inst, gpu_info **out, int *count) {
   }
   vkEnumeratePhysicalDevices(inst, &n, pds);
   for (uint32_t i = 0; i < n; i++) gpu_probe(inst, pds[i], (int)i, &infos[i]);
-  free(pds);
+  if (handles) *handles = pds;
+  else free(pds);
   *out = infos;
   *count = (int)n;
   return 0;
@@ -240,7 +242,7 @@ int gpu_list_instance(VkInstance inst, gpu_info **out, int *count) {
 int gpu_list(gpu_info **out, int *count) {
   VkInstance inst;
   TRY(gpu_instance(&inst));
-  int st = gpu_list_instance(inst, out, count);
+  int st = gpu_list_instance(inst, out, NULL, count);
   vkDestroyInstance(inst, NULL);
   return st;
 }

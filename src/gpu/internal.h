@@ -96,8 +96,10 @@ struct gpu_device {
   pthread_mutex_t queue_lock;   /* Vulkan wants submissions to one queue serialized */
 };
 
-/* gpu_list on an instance the caller made (gpu_open lists and opens on one). */
-int gpu_list_instance(VkInstance inst, gpu_info **out, int *count);
+/* gpu_list on an instance the caller made (gpu_open lists and opens on one);
+ * *handles (where handles is not NULL): the devices' handles in the same order,
+ * malloc'd, so that the chosen one is opened without enumerating again. */
+int gpu_list_instance(VkInstance inst, gpu_info **out, VkPhysicalDevice **handles, int *count);
 
 /* vkQueueSubmit under the queue's lock: recorders of different sessions (threads)
  * and transfers share the device's one queue. */

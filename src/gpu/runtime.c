@@ -670,6 +670,7 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   steno_model_params p = params ? *params : steno_model_default_params();
   TRY(check_params(&p));
   gpu_info *infos;
+  VkPhysicalDevice *pds;
   int n;
   /* One instance lists the devices and opens the chosen one: each costs
    * ~0.1 s with NVIDIA's driver. */
@@ -677,7 +678,7 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   VkInstance inst;
   TRY(gpu_instance(&inst));
   double t1 = time_now();
-  int st = gpu_list_instance(inst, &infos, &n);
+  int st = gpu_list_instance(inst, &infos, &pds, &n);
   if (st) {
     vkDestroyInstance(inst, NULL);
     return st;
@@ -688,12 +689,15 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   if (!st && !d) st = STENO_ERR_NOMEM;
   if (st) {
     free(infos);
+    free(pds);
     vkDestroyInstance(inst, NULL);
     return st;
   }
   d->inst = inst;
+  d->pd = pds[chosen];
   d->info = infos[chosen];
   free(infos);
+  free(pds);
   d->fast_policy = p.fast;
   d->no_cache = p.no_cache;
   snprintf(d->cache_dir, sizeof d->cache_dir, "%s", p.cache_dir ? p.cache_dir : "");
@@ -706,15 +710,6 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   pthread_mutex_init(&d->scratch_lock, NULL);
   pthread_mutex_init(&d->queue_lock, NULL);
   if (gpu_validating()) st = messenger(d);
-  if (!st) {
-    uint32_t count = 0;
-    vkEnumeratePhysicalDevices(d->inst, &count, NULL);
-    VkPhysicalDevice pds[64];
-    if (count > 64) count = 64;
-    vkEnumeratePhysicalDevices(d->inst, &count, pds);
-    if ((uint32_t)chosen >= count) st = err_set(STENO_ERR_GPU, "the device list changed");
-    else d->pd = pds[chosen];
-  }
   double t2 = time_now();
   if (!st) st = device_create(d);
   if (st) {
