@@ -20,11 +20,12 @@ convert-moonshine.py: spec §3.3) and moonshine_tiny.ref.gguf:
   (after <s>), ref.R.tokens (INT32[]: generated, <s> not included, </s> if
   produced), ref.R.truncated (BOOL), ref.R.text (transcribe.cpp's detokenization).
 
-    /root/venv/bin/python scripts/dump_moonshine.py
+    /root/venv/bin/python scripts/dump_moonshine.py [--out-dir DIR] [--work-dir DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import wave
 from pathlib import Path
@@ -77,6 +78,20 @@ def vocabulary() -> tuple[list[str], list[int]]:
     return pieces, types
 
 
+def randomize(m, seed: int) -> None:
+    """Both models' random weights, in parameter order from one generator."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in m.named_parameters():
+        if p.dim() >= 2:  # linear, conv, embedding: N(0, 1/fan_in)
+            p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
+        elif "norm" in name and name.endswith("weight"):
+            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+        elif name.endswith("log_k"):  # Streaming's compression (draws nothing)
+            p.copy_(torch.tensor(-0.3))
+        else:  # biases, and Streaming's stored γ (the file holds γ + 1)
+            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+
+
 def build(vocab: int, seed: int) -> MoonshineForConditionalGeneration:
     cfg = MoonshineConfig(vocab_size=vocab, hidden_size=D, intermediate_size=FF,
                           encoder_num_hidden_layers=LAYERS, decoder_num_hidden_layers=LAYERS,
@@ -87,15 +102,7 @@ def build(vocab: int, seed: int) -> MoonshineForConditionalGeneration:
                           bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, pad_token_id=2)
     torch.manual_seed(seed)
     m = MoonshineForConditionalGeneration(cfg).eval()
-    g = torch.Generator().manual_seed(seed)
-    for name, p in m.named_parameters():
-        if p.dim() >= 2:  # linear, conv, embedding: N(0, 1/fan_in)
-            fan = p[0].numel()
-            p.copy_(torch.randn(p.shape, generator=g) / fan ** 0.5)
-        elif "norm" in name and name.endswith("weight"):
-            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-        else:
-            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    randomize(m, seed)
     emb = m.model.decoder.embed_tokens.weight
     emb.mul_(4.0)  # tied head: logits of a useful spread
     return m
@@ -116,13 +123,18 @@ def stem(m, pcm: torch.Tensor) -> torch.Tensor:
     return x[0].T
 
 
+def audio(pcm16: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """int16 samples as floats, and an all-ones attention mask."""
+    pcm = torch.from_numpy(pcm16.astype(np.float32) / 32768.0)
+    return pcm, torch.ones(1, len(pcm), dtype=torch.long)
+
+
 def run(m, pcm16: np.ndarray) -> dict:
     """Stem, encoder output, first logits and greedy tokens. The mask (all ones)
     turns Moonshine Streaming's sliding windows on, as transcribe.cpp always has
     them; Moonshine ignores it. Streaming's cap: min(max_pos, budget + 1) with
     budget = floor(T·320·13 / 32000) + 24 tokens (spec §4.5)."""
-    pcm = torch.from_numpy(pcm16.astype(np.float32) / 32768.0)
-    mask = torch.ones(1, len(pcm), dtype=torch.long)
+    pcm, mask = audio(pcm16)
     encoded = m.model.encoder(pcm[None], attention_mask=mask)
     enc = encoded.last_hidden_state.clone()  # the streaming decoder adds positions in place
     extra = {}
@@ -159,27 +171,40 @@ def tensors(m) -> dict[str, np.ndarray]:
            "enc.final_norm.weight": sd["model.encoder.layer_norm.weight"],
            "dec.token_embd.weight": sd["model.decoder.embed_tokens.weight"],
            "dec.final_norm.weight": sd["model.decoder.norm.weight"]}
-    proj = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}
-    for i in range(LAYERS):
-        e, o = f"model.encoder.layers.{i}.", f"enc.blocks.{i}."
-        out[o + "norm_attn.weight"] = sd[e + "input_layernorm.weight"]
-        out[o + "norm_ffn.weight"] = sd[e + "post_attention_layernorm.weight"]
-        for a, b in proj.items():
-            out[o + f"attn.{a}.weight"] = sd[e + f"self_attn.{b}.weight"]
-        for f in ("fc1", "fc2"):
-            out[o + f"ffn.{f}.weight"] = sd[e + f"mlp.{f}.weight"]
-            out[o + f"ffn.{f}.bias"] = sd[e + f"mlp.{f}.bias"]
-        e, o = f"model.decoder.layers.{i}.", f"dec.blocks.{i}."
-        out[o + "norm_self.weight"] = sd[e + "input_layernorm.weight"]
-        out[o + "norm_cross.weight"] = sd[e + "post_attention_layernorm.weight"]
-        out[o + "norm_ffn.weight"] = sd[e + "final_layernorm.weight"]
-        for a, b in proj.items():
-            out[o + f"self_attn.{a}.weight"] = sd[e + f"self_attn.{b}.weight"]
-            out[o + f"cross_attn.{a}.weight"] = sd[e + f"encoder_attn.{b}.weight"]
-        for f in ("fc1", "fc2"):
-            out[o + f"ffn.{f}.weight"] = sd[e + f"mlp.{f}.weight"]
-            out[o + f"ffn.{f}.bias"] = sd[e + f"mlp.{f}.bias"]
+    for i in range(LAYERS):  # the file's order: encoder and decoder block i by turns
+        encoder_block(sd, f"model.encoder.layers.{i}.", f"enc.blocks.{i}.", out,
+                      lambda k: sd[k + ".weight"])
+        decoder_block(sd, f"model.decoder.layers.{i}.", f"dec.blocks.{i}.", out)
     return out
+
+
+PROJ = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}
+
+
+def ffn(sd: dict, a: str, o: str, out: dict) -> None:
+    for f in ("fc1", "fc2"):
+        out[o + f"ffn.{f}.weight"] = sd[a + f"mlp.{f}.weight"]
+        out[o + f"ffn.{f}.bias"] = sd[a + f"mlp.{f}.bias"]
+
+
+def encoder_block(sd: dict, a: str, o: str, out: dict, gain) -> None:
+    """transformers' encoder layer `a` as steno's block `o`; gain(k): the file's
+    LayerNorm gain for norm k (Moonshine: k.weight, Streaming: k.gamma + 1)."""
+    out[o + "norm_attn.weight"] = gain(a + "input_layernorm")
+    out[o + "norm_ffn.weight"] = gain(a + "post_attention_layernorm")
+    for x, y in PROJ.items():
+        out[o + f"attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
+    ffn(sd, a, o, out)
+
+
+def decoder_block(sd: dict, a: str, o: str, out: dict) -> None:
+    out[o + "norm_self.weight"] = sd[a + "input_layernorm.weight"]
+    out[o + "norm_cross.weight"] = sd[a + "post_attention_layernorm.weight"]
+    out[o + "norm_ffn.weight"] = sd[a + "final_layernorm.weight"]
+    for x, y in PROJ.items():
+        out[o + f"self_attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
+        out[o + f"cross_attn.{x}.weight"] = sd[a + f"encoder_attn.{y}.weight"]
+    ffn(sd, a, o, out)
 
 
 def write_model(path: Path, m, pieces: list[str], types: list[int]) -> None:
@@ -187,22 +212,9 @@ def write_model(path: Path, m, pieces: list[str], types: list[int]) -> None:
     p = "stt.moonshine."
     w.add_string("stt.variant", "moonshine-tiny-random")
     w.add_array("general.languages", ["en"])
-    for part, layers, heads, act in (("encoder", LAYERS, HEADS, "gelu"), ("decoder", LAYERS, HEADS, "silu")):
-        w.add_uint32(p + part + ".n_layers", layers)
-        w.add_uint32(p + part + ".d_model", D)
-        w.add_uint32(p + part + ".n_heads", heads)
-        w.add_uint32(p + part + ".n_kv_heads", heads)
-        w.add_uint32(p + part + ".ffn_dim", FF)
-        w.add_string(p + part + ".activation", act)
-    w.add_uint32(p + "decoder.vocab_size", len(pieces))
-    w.add_uint32(p + "decoder.max_position_embeddings", MAX_POS)
-    w.add_bool(p + "decoder.tie_word_embeddings", True)
-    for k, v in (("bos", 1), ("eos", 2), ("pad", 2), ("decoder_start", 1)):
-        w.add_uint32(p + k + "_token_id", v)
-    w.add_float32(p + "partial_rotary_factor", 0.9)
-    w.add_float32(p + "rope_theta", 10000.0)
-    w.add_bool(p + "attention_bias", False)
-    w.add_uint32(p + "pad_head_dim_to_multiple_of", 8)
+    add_part(w, p + "encoder.", LAYERS, D, HEADS, None, FF, "gelu")
+    add_part(w, p + "decoder.", LAYERS, D, HEADS, None, FF, "silu")
+    add_decoder(w, p, len(pieces), MAX_POS, tied=True, pad=2, rotary=0.9, pad_head=8)
     w.add_array(p + "conv_stem.channels", [D, 2 * D, D])
     w.add_array(p + "conv_stem.kernel_sizes", [127, 7, 3])
     w.add_array(p + "conv_stem.strides", [64, 3, 2])
@@ -211,15 +223,50 @@ def write_model(path: Path, m, pieces: list[str], types: list[int]) -> None:
     w.add_string("stt.frontend.type", "raw")
     w.add_uint32("stt.frontend.sample_rate", SR)
     w.add_uint32("stt.frontend.num_mels", 1)
+    add_tokenizer(w, pieces, types, pad=2)
+    save(w, tensors(m))
+
+
+def add_part(w, p: str, layers: int, d: int, heads: int, head_dim, ff: int, act: str) -> None:
+    """An encoder's or decoder's sizes under prefix p (head_dim: Streaming only)."""
+    w.add_uint32(p + "n_layers", layers)
+    w.add_uint32(p + "d_model", d)
+    w.add_uint32(p + "n_heads", heads)
+    w.add_uint32(p + "n_kv_heads", heads)
+    if head_dim is not None:
+        w.add_uint32(p + "head_dim", head_dim)
+    w.add_uint32(p + "ffn_dim", ff)
+    w.add_string(p + "activation", act)
+
+
+def add_decoder(w, p: str, vocab: int, max_pos: int, tied: bool, pad: int, rotary: float,
+                pad_head: int) -> None:
+    """The decoder's vocabulary, positions, token ids and rotary settings."""
+    w.add_uint32(p + "decoder.vocab_size", vocab)
+    w.add_uint32(p + "decoder.max_position_embeddings", max_pos)
+    w.add_bool(p + "decoder.tie_word_embeddings", tied)
+    for k, v in (("bos", 1), ("eos", 2), ("pad", pad), ("decoder_start", 1)):
+        w.add_uint32(p + k + "_token_id", v)
+    w.add_float32(p + "partial_rotary_factor", rotary)
+    w.add_float32(p + "rope_theta", 10000.0)
+    w.add_bool(p + "attention_bias", False)
+    w.add_uint32(p + "pad_head_dim_to_multiple_of", pad_head)
+
+
+def add_tokenizer(w, pieces: list[str], types: list[int], pad: int) -> None:
     w.add_string("tokenizer.ggml.model", "bpe")
     w.add_string("tokenizer.ggml.pre", "default")
     w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
     w.add_uint32("tokenizer.ggml.bos_token_id", 1)
     w.add_uint32("tokenizer.ggml.eos_token_id", 2)
-    w.add_uint32("tokenizer.ggml.padding_token_id", 2)
+    w.add_uint32("tokenizer.ggml.padding_token_id", pad)
     w.add_array("tokenizer.ggml.tokens", pieces)
     w.add_array("tokenizer.ggml.token_type", types)
-    for name, arr in tensors(m).items():
+
+
+def save(w, tensors: dict[str, np.ndarray]) -> None:
+    """tensors (as F32) added, then the whole file written."""
+    for name, arr in tensors.items():
         w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -258,10 +305,7 @@ def write_ref(path: Path, clips: dict, runs: dict, pieces: list[str]) -> None:
         w.add_tensor(f"{name}.logits0", np.ascontiguousarray(r["logits0"], dtype=np.float32))
         if "adapter" in r:
             w.add_tensor(f"{name}.adapter", np.ascontiguousarray(r["adapter"], dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    save(w, {})
 
 
 S_ENC_D, S_ENC_HEADS, S_HD, S_ENC_FF, S_WINDOWS = 48, 2, 16, 96, [[4, 2], [4, 0], [3, 2]]
@@ -285,18 +329,7 @@ def build_streaming(vocab: int, seed: int) -> MoonshineStreamingForConditionalGe
                                    decoder_start_token_id=1)
     torch.manual_seed(seed)
     m = MoonshineStreamingForConditionalGeneration(cfg).eval()
-    g = torch.Generator().manual_seed(seed)
-    for name, p in m.named_parameters():
-        if p.dim() >= 2:
-            p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
-        elif name.endswith("gamma"):  # stored γ; the file holds γ + 1
-            p.copy_(0.1 * torch.randn(p.shape, generator=g))
-        elif "norm" in name and name.endswith("weight"):
-            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-        elif name.endswith("log_k"):
-            p.copy_(torch.tensor(-0.3))
-        else:
-            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    randomize(m, seed)
     m.model.decoder.pos_emb.weight.mul_(0.5)
     m.proj_out.weight.mul_(4.0)
     m.proj_out.weight[3 + 0x80:3 + 0x100].mul_(0.25)  # bytes ≥ 0x80 rarely: text stays UTF-8
@@ -319,27 +352,11 @@ def streaming_tensors(m) -> dict[str, np.ndarray]:
     for c in ("conv1", "conv2"):
         out[f"enc.embedder.{c}.weight"] = sd[e + f"embedder.{c}.weight"]
         out[f"enc.embedder.{c}.bias"] = sd[e + f"embedder.{c}.bias"]
-    proj = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}
     for i in range(len(S_WINDOWS)):
-        a, o = f"{e}layers.{i}.", f"enc.blocks.{i}."
-        out[o + "norm_attn.weight"] = sd[a + "input_layernorm.gamma"] + 1.0
-        out[o + "norm_ffn.weight"] = sd[a + "post_attention_layernorm.gamma"] + 1.0
-        for x, y in proj.items():
-            out[o + f"attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
-        for f in ("fc1", "fc2"):
-            out[o + f"ffn.{f}.weight"] = sd[a + f"mlp.{f}.weight"]
-            out[o + f"ffn.{f}.bias"] = sd[a + f"mlp.{f}.bias"]
+        encoder_block(sd, f"{e}layers.{i}.", f"enc.blocks.{i}.", out,
+                      lambda k: sd[k + ".gamma"] + 1.0)
     for i in range(S_LAYERS):
-        a, o = f"model.decoder.layers.{i}.", f"dec.blocks.{i}."
-        out[o + "norm_self.weight"] = sd[a + "input_layernorm.weight"]
-        out[o + "norm_cross.weight"] = sd[a + "post_attention_layernorm.weight"]
-        out[o + "norm_ffn.weight"] = sd[a + "final_layernorm.weight"]
-        for x, y in proj.items():
-            out[o + f"self_attn.{x}.weight"] = sd[a + f"self_attn.{y}.weight"]
-            out[o + f"cross_attn.{x}.weight"] = sd[a + f"encoder_attn.{y}.weight"]
-        for f in ("fc1", "fc2"):
-            out[o + f"ffn.{f}.weight"] = sd[a + f"mlp.{f}.weight"]
-            out[o + f"ffn.{f}.bias"] = sd[a + f"mlp.{f}.bias"]
+        decoder_block(sd, f"model.decoder.layers.{i}.", f"dec.blocks.{i}.", out)
     return out
 
 
@@ -348,28 +365,13 @@ def write_streaming(path: Path, m, pieces: list[str], types: list[int]) -> None:
     p = "stt.moonshine_streaming."
     w.add_string("stt.variant", "moonshine-streaming-tiny-random")
     w.add_array("general.languages", ["en"])
-    for part, layers, d, heads, ff, act in (("encoder", len(S_WINDOWS), S_ENC_D, S_ENC_HEADS, S_ENC_FF, "gelu"),
-                                            ("decoder", S_LAYERS, S_D, S_HEADS, S_FF, "silu")):
-        w.add_uint32(p + part + ".n_layers", layers)
-        w.add_uint32(p + part + ".d_model", d)
-        w.add_uint32(p + part + ".n_heads", heads)
-        w.add_uint32(p + part + ".n_kv_heads", heads)
-        w.add_uint32(p + part + ".head_dim", S_HD)
-        w.add_uint32(p + part + ".ffn_dim", ff)
-        w.add_string(p + part + ".activation", act)
+    add_part(w, p + "encoder.", len(S_WINDOWS), S_ENC_D, S_ENC_HEADS, S_HD, S_ENC_FF, "gelu")
+    add_part(w, p + "decoder.", S_LAYERS, S_D, S_HEADS, S_HD, S_FF, "silu")
     w.add_float32(p + "encoder.frame_ms", 5.0)
     w.add_uint32(p + "encoder.frame_len", 80)
     w.add_key_value(p + "encoder.sliding_windows", [x for lr in S_WINDOWS for x in lr], VT.ARRAY,
                     sub_type=VT.INT32)
-    w.add_uint32(p + "decoder.vocab_size", len(pieces))
-    w.add_uint32(p + "decoder.max_position_embeddings", S_MAX_POS)
-    w.add_bool(p + "decoder.tie_word_embeddings", False)
-    for k, v in (("bos", 1), ("eos", 2), ("pad", 0), ("decoder_start", 1)):
-        w.add_uint32(p + k + "_token_id", v)
-    w.add_float32(p + "partial_rotary_factor", 0.8)
-    w.add_float32(p + "rope_theta", 10000.0)
-    w.add_bool(p + "attention_bias", False)
-    w.add_uint32(p + "pad_head_dim_to_multiple_of", 0)
+    add_decoder(w, p, len(pieces), S_MAX_POS, tied=False, pad=0, rotary=0.8, pad_head=0)
     w.add_float32(p + "cmvn_eps", 1e-6)
     w.add_uint32(p + "encoder_hidden_size", S_ENC_D)
     w.add_bool(p + "adapter_has_proj", True)
@@ -377,26 +379,13 @@ def write_streaming(path: Path, m, pieces: list[str], types: list[int]) -> None:
     w.add_string("stt.frontend.type", "raw")
     w.add_uint32("stt.frontend.sample_rate", SR)
     w.add_bool("stt.capability.streaming", True)
-    w.add_string("tokenizer.ggml.model", "bpe")
-    w.add_string("tokenizer.ggml.pre", "default")
-    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
-    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
-    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
-    w.add_uint32("tokenizer.ggml.padding_token_id", 0)
-    w.add_array("tokenizer.ggml.tokens", pieces)
-    w.add_array("tokenizer.ggml.token_type", types)
-    for name, arr in streaming_tensors(m).items():
-        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_tokenizer(w, pieces, types, pad=0)
+    save(w, streaming_tensors(m))
 
 
 def hidden(m, pcm16: np.ndarray, seq: list[int]) -> torch.Tensor:
     """The decoder's final normed states for <s> + seq (teacher forced): [len][d]."""
-    pcm = torch.from_numpy(pcm16.astype(np.float32) / 32768.0)
-    mask = torch.ones(1, len(pcm), dtype=torch.long)
+    pcm, mask = audio(pcm16)
     enc = m.model.encoder(pcm[None], attention_mask=mask).last_hidden_state
     ids = torch.tensor([[1] + seq])
     return m.model.decoder(input_ids=ids, encoder_hidden_states=enc).last_hidden_state[0]
@@ -456,24 +445,32 @@ def find_seed(build_fn, clips: dict, seeds, pieces: list[str]) -> tuple:
     raise SystemExit("no seed met the conditions")
 
 
+def show(runs: dict, pieces: list[str]) -> None:
+    for k, r in runs.items():
+        print(k, "tokens", r["tokens"], "text", "".join(pieces[t] for t in r["tokens"] if t != 2))
+
+
 def main() -> None:
-    work = ROOT / "build" / "moonshine_fixture_work"
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out-dir", type=Path, default=OUT)
+    p.add_argument("--work-dir", type=Path, default=ROOT / "build" / "moonshine_fixture_work")
+    a = p.parse_args()
+    out, work = a.out_dir, a.work_dir
+    out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     clips = {"speech": speech_clip(work), "noise": noise_clip()}
     pieces, types = vocabulary()
     m, runs = find_seed(lambda seed: build(len(pieces), seed), clips, range(1000, 1200), pieces)
-    for k, r in runs.items():
-        print(k, "tokens", r["tokens"], "text", "".join(pieces[t] for t in r["tokens"] if t != 2))
-    write_model(OUT / "moonshine_tiny.gguf", m, pieces, types)
-    write_ref(OUT / "moonshine_tiny.ref.gguf", clips, runs, pieces)
+    show(runs, pieces)
+    write_model(out / "moonshine_tiny.gguf", m, pieces, types)
+    write_ref(out / "moonshine_tiny.ref.gguf", clips, runs, pieces)
     # Streaming: whole 80-sample frames (transcribe.cpp pads the tail with zeros,
     # transformers' processor masks it; with whole frames both agree).
     clips = {k: v[: len(v) // 80 * 80] for k, v in clips.items()}
     m, runs = find_seed(lambda seed: build_streaming(len(pieces), seed), clips, range(2000, 2200), pieces)
-    for k, r in runs.items():
-        print(k, "tokens", r["tokens"], "text", "".join(pieces[t] for t in r["tokens"] if t != 2))
-    write_streaming(OUT / "moonshine_streaming_tiny.gguf", m, pieces, types)
-    write_ref(OUT / "moonshine_streaming_tiny.ref.gguf", clips, runs, pieces)
+    show(runs, pieces)
+    write_streaming(out / "moonshine_streaming_tiny.gguf", m, pieces, types)
+    write_ref(out / "moonshine_streaming_tiny.ref.gguf", clips, runs, pieces)
 
 
 if __name__ == "__main__":
