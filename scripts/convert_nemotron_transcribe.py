@@ -449,14 +449,52 @@ def instruction_split(model_dir: Path, tok: dict | None, prompt: str) -> dict | 
     return out
 
 
-def alignment_tokens(model_dir: Path) -> list[str] | None:
+# The tags the processor's align_word_timestamps keeps in a transcript (speaker,
+# event and style tags): every other special token of the tokenizer becomes a space.
+KEPT_TAG = re.compile(r"(?i:<spk:\d+>)|<(?:ev|sty):[^<>]*>")
+
+
+def dropped_tokens(model_dir: Path) -> list[str]:
+    """The special tokens align_word_timestamps replaces by spaces: the tokenizer's
+    all_special_tokens (bos, eos, unk, pad and the additional ones) that are not tags."""
+    try:
+        from transformers import AutoTokenizer
+        names = AutoTokenizer.from_pretrained(str(model_dir)).all_special_tokens
+    except Exception:  # no transformers: the same names from tokenizer_config.json
+        tc = read_json(model_dir / "tokenizer_config.json", required=False)
+        names = [tc.get(k) for k in ("bos_token", "eos_token", "unk_token", "pad_token", "cls_token",
+                                     "sep_token", "mask_token")]
+        names += list(tc.get("additional_special_tokens") or tc.get("extra_special_tokens") or [])
+        names = [n.get("content") if isinstance(n, dict) else n for n in names]
+    out = []
+    for n in names:
+        if n and not KEPT_TAG.fullmatch(n) and n not in out:
+            out.append(n)
+    return out
+
+
+def alignment_tokenizer(model_dir: Path) -> dict | None:
+    """The word timestamp head's vocabulary (pieces by id) and, for a BPE model,
+    its merges, unknown token and flags: what align_word_timestamps encodes each
+    word with (docs/nemotron-transcribe-gguf.md §6)."""
     tj = read_json(model_dir / "alignment_tokenizer" / "tokenizer.json", required=False)
     if not tj:
         return None
-    by_id = {int(i): s for s, i in tj["model"]["vocab"].items()}
+    model = tj["model"]
+    by_id = {int(i): s for s, i in model["vocab"].items()}
     for a in tj.get("added_tokens", []):
         by_id[int(a["id"])] = a["content"]
-    return [by_id.get(i, "") for i in range(max(by_id) + 1)]
+    out = {"tokens": [by_id.get(i, "") for i in range(max(by_id) + 1)], "dropped": dropped_tokens(model_dir)}
+    if model.get("type") != "BPE" or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        print("convert_nemotron_transcribe: the alignment tokenizer is not a plain BPE: no merges written "
+              "(no word times)", file=sys.stderr)
+        return out
+    out["merges"] = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    if model.get("unk_token") in model["vocab"]:
+        out["unk"] = int(model["vocab"][model["unk_token"]])
+    out["byte_fallback"] = bool(model.get("byte_fallback"))
+    out["fuse_unk"] = bool(model.get("fuse_unk"))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -478,7 +516,7 @@ def target_type(name: str, arr: np.ndarray, outtype: str) -> QT:
 
 
 def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt: str,
-               align: list[str] | None, around: tuple[list[int], list[int]] | None,
+               align: dict | None, around: tuple[list[int], list[int]] | None,
                instr: dict | None = None) -> None:
     def put(key, v):
         if isinstance(v, bool):
@@ -524,7 +562,16 @@ def write_keys(w: gguf.GGUFWriter, hp: dict, pre: dict, tok: dict | None, prompt
             put(f"{P}{tower}.{k}", v)
         put(f"{P}{tower}.layer_norm_epsilon", 1e-5)
     if align:
-        put(P + "wts.tokens", align)
+        put(P + "wts.tokens", align["tokens"])
+        if align.get("merges"):
+            put(P + "wts.merges", align["merges"])
+            if "unk" in align:
+                put(P + "wts.unk_token_id", align["unk"])
+            for flag in ("byte_fallback", "fuse_unk"):
+                if align[flag]:
+                    put(P + "wts." + flag, True)
+        if align["dropped"]:
+            put(P + "wts.dropped_tokens", align["dropped"])
     for k, v in sorted(hp["lm"].items()):
         if k in LM_SKIP or v is None or isinstance(v, dict):
             continue
@@ -579,7 +626,7 @@ def new_writer(model_dir: Path, out: Path, hp: dict, pre: dict, outtype: str,
     w = gguf.GGUFWriter(str(out), ARCH)
     w.add_name(name or model_dir.name)
     w.add_key_value("general.file_type", FILE_TYPE[outtype], VT.UINT32)
-    write_keys(w, hp, pre, tok, prompt, alignment_tokens(model_dir), prompt_ids(model_dir, tok, prompt),
+    write_keys(w, hp, pre, tok, prompt, alignment_tokenizer(model_dir), prompt_ids(model_dir, tok, prompt),
                instruction_split(model_dir, tok, prompt))
     return w
 

@@ -28,7 +28,14 @@ logits after the prompt); the same for a user instruction (apply_transcription_r
 prompt=): ref.instruction (its text), ref.instruction.prompt_ids,
 ref.instruction.generated_ids, ref.instruction.min_margin; and the prompt ids only of
 the EXTRA instructions: ref.instruction.extra (texts), .extra_lengths, .extra_ids
-(concatenated).
+(concatenated). Word times (transformers' processor align_word_timestamps, which
+needs scipy and torchaudio): ref.words.generated_ids (greedy as steno run makes it:
+16 + 8·seconds new tokens, stopping at steno's end tokens), ref.words.transcript (their
+decode with special tokens), ref.words.run.{text,start,end,tag} (its words: seconds as
+FLOAT64, tag -1 before the first <spk:N>), ref.words.texts (ALIGN_TEXTS) with
+ref.words.I.{text,start,end,tag}, all on the reference's word timestamp and speaker
+logits; and ref.ctc.I.{targets,path} with ctc.I.logp [C, T] (torchaudio's forced_align
+on random log probabilities).
 
 The tiny checkpoint carries a byte-level BPE tokenizer trained here (320 ids with
 specials, <|audio|> appended at 320 as NVIDIA's), the chat template, and a
@@ -114,7 +121,7 @@ def processor(fe):
                                    pad_token="<unk>")
     fast.add_special_tokens({"additional_special_tokens": ["<|audio|>"]})
     assert len(fast) == TEXT["vocab_size"] + 1 and fast.convert_tokens_to_ids("<|audio|>") == TEXT["vocab_size"]
-    al = Tokenizer(models.BPE(unk_token="<unk>"))
+    al = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))  # runs of unknown characters: one piece
     al.pre_tokenizer = pre_tokenizers.Metaspace()
     al.train_from_iterator(["a b c d e f g"], trainers.BpeTrainer(vocab_size=19, special_tokens=["<unk>"],
                                                                    show_progress=False))
@@ -264,7 +271,99 @@ def compress_cases() -> tuple[list[np.ndarray], list[int]]:
     return probs, frames
 
 
-def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> None:
+# Transcripts timed by the processor's align_word_timestamps on the reference
+# logits: words of the tiny alignment vocabulary (a-g), speaker tags, an event
+# tag, a dash, a character it lacks.
+ALIGN_TEXTS = ["bad cafe dab", "<spk:0> a bad cafe <spk:1> bead face <spk:0> dab",
+               "intro <spk:1> gag deaf <spk:2> bed add <spk:3> ace", "fade—ace <ev:laugh> bee x</s>",
+               "<spk:1> ab <spk:0> cd <spk:1> ef <spk:0> ga"]
+
+
+def stop_ids(path: Path) -> list[int]:
+    """The ids steno stops at (transcribe.c's stops): the LM's eos, the file's tokenizer eos, <|im_end|>."""
+    r = gguf.GGUFReader(str(path))
+    vocab = TEXT["vocab_size"]
+    ids = [int(x) for x in r.fields[conv.P + "lm.eos_token_id"].contents()] \
+        if isinstance(r.fields[conv.P + "lm.eos_token_id"].contents(), list) \
+        else [int(r.fields[conv.P + "lm.eos_token_id"].contents())]
+    if "tokenizer.ggml.eos_token_id" in r.fields:
+        ids.append(int(r.fields["tokenizer.ggml.eos_token_id"].contents()))
+    tokens = r.fields["tokenizer.ggml.tokens"].contents()
+    if "<|im_end|>" in tokens:
+        ids.append(tokens.index("<|im_end|>"))
+    return sorted({i for i in ids if i < vocab})
+
+
+def chunks(result: dict) -> dict:
+    c = result["chunks"]
+    return {"text": [x["text"] for x in c], "start": [float(x["timestamp"][0]) for x in c],
+            "end": [float(x["timestamp"][1]) for x in c],
+            "tag": [-1 if x["speaker"] is None else int(x["speaker"]) for x in c]}
+
+
+def word_times(model, proc, pcm, refs: dict, mask, path: Path) -> dict:
+    """steno run's transcript (greedy, 16 + 8·seconds new tokens, stopping at
+    steno's end tokens) and its words as align_word_timestamps times them; the
+    same for ALIGN_TEXTS."""
+    inputs = proc.apply_transcription_request(audio=pcm)
+    max_new = 16 + int(8 * len(pcm) / SR)
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=max_new, do_sample=False, eos_token_id=stop_ids(path),
+                             output_logits=True, return_dict_in_generate=True)
+    gen = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    margin = min(float(torch.topk(l[0], 2).values.diff().abs()) for l in out.logits)
+    text = proc.decode(gen, skip_special_tokens=False)
+    align = lambda t: proc.align_word_timestamps(  # noqa: E731
+        t, refs["word_timestamp_logits"][None], mask, refs["speaker_logits"][None])
+    run = chunks(align(text))
+    print(f"steno's transcript: {len(gen)} ids (margin {margin:.4f}), {len(run['text'])} timed words")
+    texts = [chunks(align(t)) for t in ALIGN_TEXTS]
+    for t, c in zip(ALIGN_TEXTS, texts):
+        print(f"  {t!r}: {list(zip(c['text'], c['start'], c['end'], c['tag']))}")
+    return {"ids": gen, "margin": margin, "transcript": text, "run": run, "texts": texts}
+
+
+# Forced alignments by torchaudio on random log-probabilities (the blank last):
+# (frames, classes, targets); rounded scores make ties.
+CTC_CASES = [(12, 5, [0, 1, 1, 2]), (6, 4, [2, 2, 2]), (9, 3, [0, 1, 0, 1]), (30, 7, [5, 5, 0, 3, 3, 3, 1]),
+             (4, 6, [1, 2, 3, 4])]
+
+
+def ctc_cases() -> list[dict]:
+    from torchaudio.functional import forced_align
+    g = torch.Generator().manual_seed(SEED)
+    out = []
+    for i, (t, c, targets) in enumerate(CTC_CASES):
+        x = torch.randn(t, c, generator=g)
+        if i % 2:
+            x = x.round()
+        lp = x.log_softmax(-1)
+        path, _ = forced_align(lp[None], torch.tensor([targets]), blank=c - 1)
+        out.append({"logp": lp.numpy(), "targets": targets, "path": path[0].tolist()})
+    return out
+
+
+def write_words(w: gguf.GGUFWriter, words: dict) -> None:
+    def put(prefix: str, c: dict) -> None:
+        if c["text"]:  # GGUF has no empty arrays: absent means none
+            w.add_key_value(prefix + "text", c["text"], VT.ARRAY, sub_type=VT.STRING)
+            w.add_key_value(prefix + "start", c["start"], VT.ARRAY, sub_type=VT.FLOAT64)
+            w.add_key_value(prefix + "end", c["end"], VT.ARRAY, sub_type=VT.FLOAT64)
+            w.add_key_value(prefix + "tag", c["tag"], VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("ref.words.generated_ids", words["ids"], VT.ARRAY, sub_type=VT.INT32)
+    w.add_key_value("ref.words.min_margin", words["margin"], VT.FLOAT32)
+    w.add_key_value("ref.words.transcript", words["transcript"], VT.STRING)
+    put("ref.words.run.", words["run"])
+    w.add_key_value("ref.words.texts", ALIGN_TEXTS, VT.ARRAY, sub_type=VT.STRING)
+    for i, c in enumerate(words["texts"]):
+        put(f"ref.words.{i}.", c)
+    for i, c in enumerate(ctc_cases()):
+        w.add_key_value(f"ref.ctc.{i}.targets", c["targets"], VT.ARRAY, sub_type=VT.INT32)
+        w.add_key_value(f"ref.ctc.{i}.path", c["path"], VT.ARRAY, sub_type=VT.INT32)
+        w.add_tensor(f"ctc.{i}.logp", np.ascontiguousarray(c["logp"]))
+
+
+def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict, words: dict) -> None:
     w = gguf.GGUFWriter(str(path), "steno-ref")
     w.add_key_value("ref.model", f"{NAME}.gguf", VT.STRING)
     w.add_key_value("ref.seed", SEED, VT.UINT32)
@@ -292,6 +391,7 @@ def write_ref(path: Path, pcm, refs: dict, valid: int, T: int, gen: dict) -> Non
     w.add_key_value("ref.compress.frames", cframes, VT.ARRAY, sub_type=VT.INT32)
     for i, p in enumerate(cprobs):
         w.add_tensor(f"compress.{i}.probs", np.ascontiguousarray(p))
+    write_words(w, words)
     w.add_tensor("pcm", pcm)
     for k, v in refs.items():
         w.add_tensor(k, np.ascontiguousarray(v.float().numpy()))
@@ -368,7 +468,8 @@ def main() -> int:
         write_preprocessor(fe, ck)
         conv.convert(ck, a.out / f"{NAME}.gguf", "f32", NAME)
     check_prompt(a.out / f"{NAME}.gguf", gen["prompt"], -(-valid // 8))
-    write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T, gen)
+    words = word_times(model, proc, pcm, refs, mask, a.out / f"{NAME}.gguf")
+    write_ref(a.out / f"{NAME}.ref.gguf", pcm, refs, valid, T, gen, words)
     print(f"wrote {a.out}/{NAME}.gguf and .ref.gguf: {valid} valid frames, {T} encoder frames")
     return 0
 

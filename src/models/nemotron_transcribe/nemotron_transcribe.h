@@ -16,6 +16,7 @@
 #include "gpu/linear.h"
 #include "gpu/norm.h"
 #include "io/gguf.h"
+#include "models/nemotron_transcribe/words.h"
 #include "nn/rope_encoder.h"
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
   gpu_linear head, head_nb; /* the classifier with its bias, and without */
   float scale;
   uint32_t factor, classes;
+  nt_pieces pieces; /* the alignment vocabulary (n 0: the file has none: no word times) */
 } nt_wts;
 
 /* Where a user instruction goes (optional keys): head ids, then the ids of

@@ -71,9 +71,15 @@ int nt_wts_load(nt_model *m, const gguf_file *f) {
                    "%s: " KEY "wts.upsampling_factor %u on runs of %u frames: a word timestamp "
                    "run of %u (at most %d)",
                    f->name, w->factor, m->c.chunk + m->c.left + m->c.right, d.max_t, NT_MAX_RUN);
+  uint32_t blank = w->classes - 1;
+  if (gguf_find(f, KEY "wts.blank_token_id")) TRY(gguf_get_u32(f, KEY "wts.blank_token_id", &blank));
+  if (blank != w->classes - 1) /* the processor takes the last class as the blank */
+    return err_set(STENO_ERR_FORMAT, "%s: " KEY "wts.blank_token_id %u of %u classes (the last "
+                   "expected)", f->name, blank, w->classes);
   TRY(renc_load(m->dev, f, "wts.", &d, &w->enc));
   TRY(upsampler(m, f, d.d, w->factor));
-  return classifier(m, f, d.d, w->classes);
+  TRY(classifier(m, f, d.d, w->classes));
+  return nt_pieces_load(f, blank, &w->pieces);
 }
 
 void nt_wts_free(nt_wts *w) {
@@ -81,6 +87,7 @@ void nt_wts_free(nt_wts *w) {
   gpu_linear_free(&w->up);
   gpu_linear_free(&w->head);
   gpu_linear_free(&w->head_nb);
+  nt_pieces_free(&w->pieces);
   memset(w, 0, sizeof *w);
 }
 

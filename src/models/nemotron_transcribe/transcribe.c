@@ -1,9 +1,11 @@
 /* Nemotron 3.5 Transcribe: audio module → prompt → Nemotron-H → text. */
 #include "models/nemotron_transcribe/transcribe.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/error.h"
 #include "base/mem.h"
@@ -242,8 +244,9 @@ static int prompt_rows(const ntx_model *m, const nt_audio *a, const char *instru
   return 0;
 }
 
-int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
-                 uint32_t max_new, int **ids, uint32_t *n_ids) {
+/* ntx_generate keeping the audio module's output in *a (the caller frees it). */
+static int generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
+                    uint32_t max_new, int **ids, uint32_t *n_ids, nt_audio *keep) {
   const ntx_model *m = s->m;
   *ids = NULL;
   *n_ids = 0;
@@ -263,7 +266,7 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruc
   if (!st) st = nemotron_h_greedy(s->lm, prompt, rows, np, max_new, m->stop, m->n_stop, out, n_ids);
   s->audio_ms = 1e3 * (t1 - t0);
   s->decoder_ms = 1e3 * (time_now() - t1);
-  nt_audio_free(&a);
+  *keep = a;
   free(prompt), free(rows);
   if (st) {
     free(out);
@@ -272,6 +275,14 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruc
   }
   *ids = out;
   return 0;
+}
+
+int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
+                 uint32_t max_new, int **ids, uint32_t *n_ids) {
+  nt_audio a;
+  int st = generate(s, pcm, n, instruction, max_new, ids, n_ids, &a);
+  nt_audio_free(&a);
+  return st;
 }
 
 /* The text of the generated ids: specials and end tokens left out, white space trimmed. */
@@ -295,6 +306,43 @@ static int text_of(const ntx_model *m, const int *ids, uint32_t n, char **text) 
   return 0;
 }
 
+int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32_t n,
+                   nt_word **words, size_t *count) {
+  *words = NULL, *count = 0;
+  const nt_model *am = m->audio;
+  if (!am->wts.pieces.n || !am->wts.enc.blocks) return 0;
+  int *keep = mem_alloc(n + 1, sizeof *keep);
+  if (!keep) return STENO_ERR_NOMEM;
+  size_t k = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (ids[i] >= 0 && ids[i] < m->tok.n) keep[k++] = ids[i];
+  char *text = NULL; /* as the processor's decode(skip_special_tokens=False) */
+  float *logits = NULL;
+  int st = bpe_decode(&m->tok, keep, k, &text);
+  free(keep);
+  if (!st) st = nt_word_timestamp_logits(am, a->asr, a->t, a->valid, &logits);
+  nt_align_input in = {logits, a->t, am->wts.factor, am->wts.classes, a->speaker_logits,
+                       am->c.speakers, am->c.sub, a->valid, (uint32_t)am->mel.c.hop,
+                       (uint32_t)am->mel.c.sample_rate};
+  if (!st) st = nt_align_words(&am->wts.pieces, text, &in, words, count);
+  free(text), free(logits);
+  return st;
+}
+
+/* The timed words into r: milliseconds, and the speaker of a <spk:N> tag as N + 1. */
+static int put_words(steno_result *r, nt_word *w, size_t n, const char *text) {
+  bool tagged = false;
+  for (const char *t = text; *t && !tagged; t++) tagged = !strncasecmp(t, "<spk:", 5);
+  r->words = mem_alloc(n + 1, sizeof *r->words);
+  if (!r->words) return STENO_ERR_NOMEM;
+  for (size_t i = 0; i < n; i++, r->nwords++) {
+    r->words[i] = (steno_word){w[i].text, llround(w[i].start * 1000), llround(w[i].end * 1000),
+                               w[i].p, tagged && w[i].tag >= 0 ? w[i].tag + 1 : 0};
+    w[i].text = NULL; /* the result owns it now */
+  }
+  return 0;
+}
+
 int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
                    steno_result **out) {
   *out = NULL;
@@ -304,11 +352,17 @@ int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_trans
   uint32_t max_new = 16 + (uint32_t)(8 * seconds); /* speech is ~3 tokens a second */
   int *ids;
   uint32_t n_ids;
-  TRY(ntx_generate(s, pcm, n, p ? p->prompt : NULL, max_new, &ids, &n_ids));
+  nt_audio a;
+  int st = generate(s, pcm, n, p ? p->prompt : NULL, max_new, &ids, &n_ids, &a);
+  if (st) return nt_audio_free(&a), st;
   char *text = NULL;
   steno_result *r = NULL;
-  int st = text_of(s->m, ids, n_ids, &text);
+  nt_word *words = NULL;
+  size_t nw = 0;
+  st = text_of(s->m, ids, n_ids, &text);
+  if (!st) st = ntx_word_times(s->m, &a, ids, n_ids, &words, &nw);
   free(ids);
+  nt_audio_free(&a);
   if (!st) st = result_empty(seconds, &r);
   if (!st && *text) {
     r->segments = mem_alloc(1, sizeof *r->segments);
@@ -316,6 +370,8 @@ int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_trans
     if (!seg) st = STENO_ERR_NOMEM;
     else r->segments[r->nsegments++] = (steno_segment){seg, 0, (int64_t)(seconds * 1000 + 0.5)};
   }
+  if (!st && nw) st = put_words(r, words, nw, text);
+  nt_words_free(words, nw);
   if (!st) {
     free(r->text), r->text = text, text = NULL;
     r->timings = (steno_timings){0, s->audio_ms, s->decoder_ms}; /* features: in the audio module's */

@@ -48,7 +48,14 @@ int ntx_prompt_ids(const ntx_model *m, const char *instruction, uint32_t n_audio
 int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruction,
                  uint32_t max_new, int **ids, uint32_t *n_ids);
 
-/* All of it: 16 kHz mono pcm → a result (text; one segment over the piece). */
+/* The timed words (nt_align_words) of the generated ids (as ntx_generate
+ * gives them) over the audio module's output a, where the file has the word
+ * timestamp head and its vocabulary (else none); *words malloc'd. */
+int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32_t n,
+                   nt_word **words, size_t *count);
+
+/* All of it: 16 kHz mono pcm → a result (text; one segment over the piece;
+ * the timed words where the file has the word timestamp head). */
 int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
                    steno_result **out);
 
