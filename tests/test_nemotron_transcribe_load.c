@@ -25,6 +25,7 @@ typedef struct {
   uint32_t u32_value2;
   const char *ids_key;       /* an INT32 array whose first id becomes first_id */
   int32_t first_id;
+  const char *empty_str_key; /* a STRING array written as one empty string */
   const char *f32_key;       /* written with f32_value */
   float f32_value;
   uint32_t linear_type;
@@ -37,6 +38,8 @@ static bool edit_key(gguf_writer *w, const gguf_kv *kv, const void *ctx) {
   if (c->u32_key && !strcmp(k, c->u32_key)) return gw_u32(w, k, c->u32_value), true;
   if (c->u32_key2 && !strcmp(k, c->u32_key2)) return gw_u32(w, k, c->u32_value2), true;
   if (c->f32_key && !strcmp(k, c->f32_key)) return gw_f32(w, k, c->f32_value), true;
+  if (c->empty_str_key && !strcmp(k, c->empty_str_key))
+    return gw_arr_str(w, k, (const char *const[]){""}, 1), true;
   if (c->ids_key && !strcmp(k, c->ids_key)) {
     int32_t *v = malloc(kv->n * sizeof *v);
     memcpy(v, kv->v.i32, kv->n * sizeof *v);
@@ -174,6 +177,14 @@ static void bad_files(const gguf_file *src) {
   load_fails(src, &(change){.u32_key = K "audio_token_id", .u32_value = 321},
              K "audio_token_id 321: past the 321 ids of tokenizer.ggml.tokens");
   load_fails(src, &(change){.u32_key = K "lm.vocab_size", .u32_value = 0}, K "lm.vocab_size 0");
+  /* the alignment vocabulary (word times) */
+  load_fails(src, &(change){.u32_key = K "wts.unk_token_id", .u32_value = 16},
+             K "wts.unk_token_id 16 of 16 pieces");
+  load_fails(src, &(change){.u32_key = K "wts.blank_token_id", .u32_value = 3},
+             K "wts.blank_token_id 3 of 20 classes (the last expected)");
+  load_fails(src, &(change){.u32_key = K "wts.merges", .u32_value = 1}, K "wts.merges");
+  load_fails(src, &(change){.empty_str_key = K "wts.dropped_tokens"},
+             K "wts.dropped_tokens' holds an empty or NUL string");
   load_fails(src, &(change){.drop = "wts.upsample.bias"}, "wts.upsample.bias");
   load_fails(src, &(change){.misshape = "wts.head.weight"}, "wts.head.weight");
   load_fails(src, &(change){.u32_key = K "wts.hidden_size", .u32_value = 64}, "word timestamp head");
