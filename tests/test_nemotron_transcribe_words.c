@@ -74,25 +74,37 @@ static void same_words(const gguf_file *ref, const char *prefix, const nt_word *
           end->v.f64[i], tag->v.i32[i]);
 }
 
+/* The words of `text` aligned on the reference's logits (rows [2T][V]). */
+static int align_on(const nt_model *m, const gguf_tensor *lg, const gguf_tensor *sl, uint32_t valid,
+                    const char *text, nt_word **w, size_t *n) {
+  uint32_t V = (uint32_t)lg->ne[0], rows = (uint32_t)lg->ne[1], nc = 0;
+  int *cols = NULL;
+  int st = nt_align_classes(&m->wts.pieces, text, V, &cols, &nc);
+  float *logp = !st && nc ? malloc((size_t)rows * nc * sizeof *logp) : NULL;
+  if (logp) nt_log_softmax_cols(lg->data, rows, V, V, cols, nc, logp);
+  nt_align_input in = {logp, cols, nc, rows, m->wts.factor, sl->data, (uint32_t)sl->ne[0],
+                       m->c.sub, valid, (uint32_t)m->mel.c.hop, (uint32_t)m->mel.c.sample_rate};
+  *w = NULL, *n = 0;
+  if (!st && logp) st = nt_align_words(&m->wts.pieces, text, &in, w, n);
+  free(cols), free(logp);
+  return st;
+}
+
 /* The alignment on the reference's own logits. */
 static void reference_logits(const gguf_file *ref, const nt_model *m) {
   const gguf_tensor *lg = gguf_tensor_find(ref, "word_timestamp_logits");
   const gguf_tensor *sl = gguf_tensor_find(ref, "speaker_logits");
-  uint32_t valid = 0, t = 0;
+  uint32_t valid = 0;
   CHECK_OK(gguf_get_u32(ref, "ref.valid_frames", &valid));
-  CHECK_OK(gguf_get_u32(ref, "ref.encoder_frames", &t));
   CHECK(lg && sl && m->wts.pieces.n > 0, "reference logits and the alignment vocabulary");
   if (!lg || !sl || !m->wts.pieces.n) return;
-  nt_align_input in = {lg->data, t, m->wts.factor, (uint32_t)lg->ne[0], sl->data,
-                       (uint32_t)sl->ne[0], m->c.sub, valid, (uint32_t)m->mel.c.hop,
-                       (uint32_t)m->mel.c.sample_rate};
   const gguf_kv *texts = arr(ref, "ref.words.texts", GGUF_VAL_STRING);
   for (size_t i = 0; texts && i < texts->n; i++) {
     nt_word *w = NULL;
     size_t n = 0;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "ref.words.%zu.", i);
-    CHECK_OK(nt_align_words(&m->wts.pieces, texts->v.str[i].s, &in, &w, &n));
+    CHECK_OK(align_on(m, lg, sl, valid, texts->v.str[i].s, &w, &n));
     same_words(ref, prefix, w, n, texts->v.str[i].s);
     nt_words_free(w, n);
   }
@@ -100,7 +112,7 @@ static void reference_logits(const gguf_file *ref, const nt_model *m) {
   CHECK_OK(gguf_get_str(ref, "ref.words.transcript", &run));
   nt_word *w = NULL;
   size_t n = 0;
-  if (run) CHECK_OK(nt_align_words(&m->wts.pieces, run, &in, &w, &n));
+  if (run) CHECK_OK(align_on(m, lg, sl, valid, run, &w, &n));
   same_words(ref, "ref.words.run.", w, n, "steno run's transcript on the reference logits");
   CHECK(n > 0, "steno run's transcript has timed words");
   nt_words_free(w, n);

@@ -128,6 +128,11 @@ int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *out);
 int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
                              float **logits);
 
+/* The same rows log-softmaxed, only the classes cols[0..n) kept: [t·factor][n]
+ * (what the word alignment reads, without the whole head's rows). */
+int nt_word_timestamp_logprobs(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
+                               const int *cols, uint32_t n, float **logp);
+
 /* A tower's keys under "nemotron3_5_transcribe." PREFIX: its encoder dims and
  * RoPE; mels and sub (NULL: the tower has no stacked-frame input) get its
  * num_mel_bins and subsampling_factor. */

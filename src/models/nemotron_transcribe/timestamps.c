@@ -147,9 +147,17 @@ static void wts_record(const nt_model *m, gpu_rec *rec, wts_bufs *b, uint32_t n,
   gpu_gemm_strided(rec, b->ln, b->S, &w->head_nb, b->logits, r, GPU_EPI_RESIDUAL, w->scale);
 }
 
+/* Which classes of each row to keep: all (cols NULL: logits) or the columns
+ * cols[0..n) of the log-softmaxed row (word times read only the blank and the
+ * transcript's pieces of a head of ~24k classes). */
+typedef struct {
+  const int *cols;
+  uint32_t n;
+} wts_cols;
+
 /* One chunk: upload, run, and its kept rows' logits into out. */
 static int wts_chunk(const nt_model *m, gpu_rec *rec, wts_bufs *b, const float *asr, nt_chunk k,
-                     uint32_t valid, float *host, float *out) {
+                     uint32_t valid, wts_cols keep, float *host, float *out) {
   const nt_wts *w = &m->wts;
   uint32_t ctx = k.ctx, start = k.start, end = k.end;
   uint32_t d = m->c.d, u = w->factor, n = k.ctx_end - ctx, V = w->classes;
@@ -166,13 +174,15 @@ static int wts_chunk(const nt_model *m, gpu_rec *rec, wts_bufs *b, const float *
   uint32_t first = (start - ctx) * u, rows = (end - start) * u;
   TRY(gpu_download(b->logits, (size_t)first * b->lw * sizeof *host, host,
                    (size_t)rows * b->lw * sizeof *host));
-  for (uint32_t i = 0; i < rows; i++)
+  if (keep.cols)
+    nt_log_softmax_cols(host, rows, V, b->lw, keep.cols, keep.n, out + (size_t)start * u * keep.n);
+  for (uint32_t i = 0; !keep.cols && i < rows; i++)
     memcpy(out + ((size_t)start * u + i) * V, host + (size_t)i * b->lw, V * sizeof *out);
   return 0;
 }
 
-int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
-                             float **logits) {
+static int wts_run(const nt_model *m, const float *asr, uint32_t t, uint32_t valid, wts_cols keep,
+                   float **logits) {
   *logits = NULL;
   const nt_wts *w = &m->wts;
   const nt_config *c = &m->c;
@@ -180,7 +190,7 @@ int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, ui
   wts_bufs b;
   gpu_rec *rec = NULL;
   uint32_t rows = (c->chunk + c->left + c->right) * w->factor;
-  float *out = mem_alloc((size_t)t * w->factor * w->classes, sizeof *out);
+  float *out = mem_alloc((size_t)t * w->factor * (keep.cols ? keep.n : w->classes), sizeof *out);
   float *host = mem_alloc((size_t)rows * gpu_linear_width(&w->head), sizeof *host);
   int st = out && host ? wts_bufs_new(m, &b) : STENO_ERR_NOMEM;
   if (st) {
@@ -189,11 +199,24 @@ int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, ui
   }
   st = gpu_rec_new(m->dev, &rec);
   for (uint32_t a = 0; !st && a < t; a += c->chunk)
-    st = wts_chunk(m, rec, &b, asr, nt_chunk_at(c, a, t), valid, host, out);
+    st = wts_chunk(m, rec, &b, asr, nt_chunk_at(c, a, t), valid, keep, host, out);
   gpu_rec_free(rec);
   wts_bufs_free(&b);
   free(host);
   if (st) free(out);
   else *logits = out;
   return st;
+}
+
+int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
+                             float **logits) {
+  return wts_run(m, asr, t, valid, (wts_cols){NULL, 0}, logits);
+}
+
+int nt_word_timestamp_logprobs(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
+                               const int *cols, uint32_t n, float **logp) {
+  for (uint32_t j = 0; j < n; j++)
+    if (cols[j] < 0 || (uint32_t)cols[j] >= m->wts.classes)
+      return err_set(STENO_ERR_INVALID, "word timestamp class %d of %u", cols[j], m->wts.classes);
+  return wts_run(m, asr, t, valid, (wts_cols){cols, n}, logp);
 }

@@ -317,15 +317,18 @@ int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32
   for (uint32_t i = 0; i < n; i++)
     if (ids[i] >= 0 && ids[i] < m->tok.n) keep[k++] = ids[i];
   char *text = NULL; /* as the processor's decode(skip_special_tokens=False) */
-  float *logits = NULL;
+  float *logp = NULL;
+  int *cols = NULL;
+  uint32_t nc = 0;
   int st = bpe_decode(&m->tok, keep, k, &text);
   free(keep);
-  if (!st) st = nt_word_timestamp_logits(am, a->asr, a->t, a->valid, &logits);
-  nt_align_input in = {logits, a->t, am->wts.factor, am->wts.classes, a->speaker_logits,
+  if (!st) st = nt_align_classes(&am->wts.pieces, text, am->wts.classes, &cols, &nc);
+  if (!st && nc) st = nt_word_timestamp_logprobs(am, a->asr, a->t, a->valid, cols, nc, &logp);
+  nt_align_input in = {logp, cols, nc, a->t * am->wts.factor, am->wts.factor, a->speaker_logits,
                        am->c.speakers, am->c.sub, a->valid, (uint32_t)am->mel.c.hop,
                        (uint32_t)am->mel.c.sample_rate};
-  if (!st) st = nt_align_words(&am->wts.pieces, text, &in, words, count);
-  free(text), free(logits);
+  if (!st && nc) st = nt_align_words(&am->wts.pieces, text, &in, words, count);
+  free(text), free(logp), free(cols);
   return st;
 }
 

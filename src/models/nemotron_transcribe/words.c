@@ -190,16 +190,16 @@ static int split_words(const nt_pieces *p, const char *text, units *w, bool *tim
 
 /* ---- frames and speakers ---- */
 
-/* Rows of logits, log-softmaxed in f32 as torch's log_softmax. */
-static void log_softmax(const float *x, size_t rows, uint32_t v, float *out) {
+void nt_log_softmax_cols(const float *x, size_t rows, uint32_t v, size_t stride, const int *cols,
+                         uint32_t n, float *out) {
   for (size_t r = 0; r < rows; r++) {
-    const float *a = x + r * v;
-    float *o = out + r * v, mx = a[0];
+    const float *a = x + r * stride;
+    float mx = a[0];
     for (uint32_t c = 1; c < v; c++) mx = a[c] > mx ? a[c] : mx;
     double sum = 0;
     for (uint32_t c = 0; c < v; c++) sum += exp((double)(a[c] - mx));
     float lse = (float)log(sum);
-    for (uint32_t c = 0; c < v; c++) o[c] = a[c] - mx - lse;
+    for (uint32_t j = 0; j < n; j++) out[r * n + j] = a[cols[j]] - mx - lse;
   }
 }
 
@@ -322,13 +322,13 @@ static int tag_list(const units *w, int *tags) {
 
 /* The greedy token of each frame among the blank and the transcript's tokens
  * (the first of equal scores, in that order) and its onsets. */
-static void greedy_onsets(const float *lp, uint32_t nf, uint32_t V, const bool *used, int *onset) {
+static void greedy_onsets(const float *lp, uint32_t nf, uint32_t V, int *onset) {
   int blank = (int)V - 1, prev = -1;
   for (uint32_t f = 0; f < nf; f++) {
     const float *row = lp + (size_t)f * V;
     int best = blank;
     for (uint32_t c = 0; c + 1 < V; c++)
-      if (used[c] && row[c] > row[best]) best = (int)c;
+      if (row[c] > row[best]) best = (int)c;
     onset[f] = best != blank && best != prev ? best : -1;
     prev = best;
   }
@@ -339,14 +339,13 @@ static void greedy_onsets(const float *lp, uint32_t nf, uint32_t V, const bool *
 static int similarity(const float *lp, uint32_t nf, uint32_t V, const float *sp, uint32_t S,
                       const units *w, const int *tags, int nt, double *sim) {
   double *tc = mem_alloc((size_t)nt * V, sizeof *tc), *sc = mem_alloc((size_t)S * V, sizeof *sc);
-  bool *used = mem_alloc(V, sizeof *used);
   int *onset = mem_alloc(nf + 1, sizeof *onset);
-  if (!tc || !sc || !used || !onset) return free(tc), free(sc), free(used), free(onset), STENO_ERR_NOMEM;
+  if (!tc || !sc || !onset) return free(tc), free(sc), free(onset), STENO_ERR_NOMEM;
   for (size_t i = 0; i < w->n; i++)
     for (int k = 0; k < nt; k++)
       for (size_t j = 0; tags[k] == w->u[i].tag && j < w->u[i].n; j++)
-        tc[(size_t)k * V + w->u[i].ids[j]] += 1, used[w->u[i].ids[j]] = true;
-  greedy_onsets(lp, nf, V, used, onset);
+        tc[(size_t)k * V + w->u[i].ids[j]] += 1;
+  greedy_onsets(lp, nf, V, onset);
   for (uint32_t f = 0; f < nf; f++)
     for (uint32_t s = 0; onset[f] >= 0 && s < S; s++)
       if (sp[(size_t)f * S + s] >= THRESHOLD) sc[(size_t)s * V + onset[f]] += 1;
@@ -375,7 +374,7 @@ static int similarity(const float *lp, uint32_t nf, uint32_t V, const float *sp,
       sim[(size_t)k * S + s] = sim[(size_t)k * S + s] / (norms > 1e-8 ? norms : 1e-8) -
                                0.1 * fabs(log((tn[nt + k] + 1) / (tn[2 * nt + S + s] + 1)));
     }
-  free(tc), free(sc), free(used), free(onset);
+  free(tc), free(sc), free(onset);
   return 0;
 }
 
@@ -530,47 +529,94 @@ static int align_tags(const nt_align_input *in, const frames_info *fi, const uni
   return st;
 }
 
-/* Frames, speakers and tags of the recording, then align_tags. */
+/* Frames, speakers and tags of the recording, then align_tags (piece ids
+ * are columns of in->logp by now). */
 static int align_all(const nt_align_input *in, const units *w, nt_word *out, size_t *got) {
-  uint32_t ne = (in->valid + in->sub - 1) / in->sub, nf = ne * in->factor, V = in->classes;
+  uint32_t ne = (in->valid + in->sub - 1) / in->sub, nf = ne * in->factor, V = in->ncols;
   uint32_t S = in->speaker_logits ? in->speakers : 0;
   double dur = (double)in->valid * in->hop / in->rate;
-  frames_info fi = {NULL, nf, V, dur / nf, MAX_WORD_FRAMES * in->factor * fmin(dur / nf, 0.08)};
-  float *lp = mem_alloc((size_t)nf * V, sizeof *lp);
+  frames_info fi = {in->logp, nf, V, dur / nf, MAX_WORD_FRAMES * in->factor * fmin(dur / nf, 0.08)};
   float *pe = mem_alloc((size_t)ne * S + 1, sizeof *pe), *sp = mem_alloc((size_t)nf * S + 1, sizeof *sp);
   int *tags = mem_alloc(w->n + 1, sizeof *tags), *speaker = mem_alloc(w->n + 1, sizeof *speaker);
   double *sim = mem_alloc((w->n + 2) * (S + 2) + 2 * S, sizeof *sim);
-  int st = lp && pe && sp && tags && speaker && sim ? 0 : STENO_ERR_NOMEM;
+  int st = pe && sp && tags && speaker && sim ? 0 : STENO_ERR_NOMEM;
   int nt = st ? 0 : tag_list(w, tags);
-  if (!st) {
-    log_softmax(in->logits, nf, V, lp);
-    fi.lp = lp;
-  }
   if (!st && S) {
     frame_probs(in, ne, nf, pe, sp);
-    st = similarity(lp, nf, V, sp, S, w, tags, nt, sim);
+    st = similarity(in->logp, nf, V, sp, S, w, tags, nt, sim);
     if (!st) st = assign(sim, nt, (int)S, speaker);
   }
   if (!st) st = align_tags(in, &fi, w, sp, tags, speaker, nt, dur, out, got);
-  free(lp), free(pe), free(sp), free(tags), free(speaker), free(sim);
+  free(pe), free(sp), free(tags), free(speaker), free(sim);
   return st;
+}
+
+/* The transcript's words with their pieces (none where it gets no words). */
+static int parse(const nt_pieces *p, const char *transcript, units *w) {
+  memset(w, 0, sizeof *w);
+  if (!p->n) return 0;
+  char *text;
+  TRY(clean_text(p, transcript, &text));
+  bool timeable;
+  int st = split_words(p, text, w, &timeable);
+  free(text);
+  if (st || !timeable) units_free(w), memset(w, 0, sizeof *w);
+  return st;
+}
+
+static int by_id(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+int nt_align_classes(const nt_pieces *p, const char *transcript, uint32_t classes, int **cols,
+                     uint32_t *n) {
+  *cols = NULL, *n = 0;
+  units w;
+  TRY(parse(p, transcript, &w));
+  size_t total = 0;
+  for (size_t i = 0; i < w.n; i++) total += w.u[i].n;
+  int *c = w.n ? mem_alloc(total + 1, sizeof *c) : NULL;
+  if (w.n && !c) return units_free(&w), STENO_ERR_NOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < w.n; i++)
+    for (size_t j = 0; j < w.u[i].n; j++) c[k++] = w.u[i].ids[j];
+  units_free(&w);
+  if (!c) return 0;
+  qsort(c, k, sizeof *c, by_id);
+  size_t u = 0;
+  for (size_t i = 0; i < k; i++)
+    if (!u || c[i] != c[u - 1]) c[u++] = c[i];
+  c[u++] = (int)classes - 1; /* pieces are below the blank (nt_pieces_load) */
+  *cols = c, *n = (uint32_t)u;
+  return 0;
+}
+
+/* Piece ids to columns of cols (ascending); false if one is missing. */
+static bool to_columns(units *w, const int *cols, uint32_t n) {
+  for (size_t i = 0; i < w->n; i++)
+    for (size_t j = 0; j < w->u[i].n; j++) {
+      const int *c = n > 1 ? bsearch(&w->u[i].ids[j], cols, n - 1, sizeof *cols, by_id) : NULL;
+      if (!c) return false;
+      w->u[i].ids[j] = (int)(c - cols);
+    }
+  return true;
 }
 
 int nt_align_words(const nt_pieces *p, const char *transcript, const nt_align_input *in,
                    nt_word **words, size_t *n) {
   *words = NULL, *n = 0;
-  if (!p->n || !in->valid || !in->factor || in->classes < 2 || !in->rate ||
-      (uint64_t)(in->valid + in->sub - 1) / in->sub > in->t)
-    return 0; /* no vocabulary, or nothing to align on */
-  char *text;
-  TRY(clean_text(p, transcript, &text));
-  units w = {0};
-  bool timeable;
-  int st = split_words(p, text, &w, &timeable);
-  free(text);
+  uint32_t nf = (in->valid + in->sub - 1) / in->sub * in->factor;
+  if (!in->valid || !in->sub || !in->factor || in->ncols < 2 || !in->rate || nf > in->rows)
+    return 0; /* nothing to align on */
+  units w;
+  TRY(parse(p, transcript, &w));
   nt_word *out = NULL;
   size_t got = 0;
-  if (!st && timeable && w.n && !(out = mem_alloc(w.n, sizeof *out))) st = STENO_ERR_NOMEM;
+  int st = 0;
+  if (w.n && !to_columns(&w, in->cols, in->ncols))
+    st = err_set(STENO_ERR_INVALID, "word times: a piece outside the columns given");
+  if (!st && w.n && !(out = mem_alloc(w.n, sizeof *out))) st = STENO_ERR_NOMEM;
   if (!st && out) st = align_all(in, &w, out, &got);
   units_free(&w);
   if (st) return nt_words_free(out, got), st;

@@ -51,21 +51,34 @@ typedef struct {
   int tag; /* the N of the <spk:N> before it; −1 before the first tag; 0 in a text without tags */
 } nt_word;
 
-/* What the alignment reads: the head's logits [t·factor][classes] (the last
- * class the blank) for t encoder frames of which ceil(valid / sub) hold audio,
- * the diarization logits [t·sub][speakers] (NULL: one speaker, no snapping),
- * and the frontend's hop and rate. */
+/* The head's classes the alignment of `transcript` reads (*cols malloc'd, *n of
+ * them): its pieces' ids ascending, then the blank (classes − 1). *n 0: the
+ * transcript gets no words (no word, a script aligned by character, Thai). */
+int nt_align_classes(const nt_pieces *p, const char *transcript, uint32_t classes, int **cols,
+                     uint32_t *n);
+
+/* out[r][j] = log_softmax(x[r])[cols[j]] for rows of v logits `stride` apart
+ * (f32, as torch's log_softmax; only the columns kept). */
+void nt_log_softmax_cols(const float *x, size_t rows, uint32_t v, size_t stride, const int *cols,
+                         uint32_t n, float *out);
+
+/* What the alignment reads: log probabilities logp [rows][ncols] of the
+ * classes cols (nt_align_classes: the blank last) for the head's frames, the
+ * first ceil(valid / sub)·factor of them used; the diarization logits
+ * [t·sub][speakers] (NULL: one speaker, no snapping); the frontend's hop and
+ * rate. */
 typedef struct {
-  const float *logits;
-  uint32_t t, factor, classes;
+  const float *logp;
+  const int *cols;
+  uint32_t ncols, rows, factor;
   const float *speaker_logits;
   uint32_t speakers, sub, valid, hop, rate;
 } nt_align_input;
 
 /* The words of `transcript` (the generated text with its special tokens) in
  * time order (*words malloc'd, *n of them). A transcript the reference cannot
- * time (no word, a piece past the head, Thai) gives no words, as do the words
- * of a tag that do not fit its frames (the reference's failed_speakers). */
+ * time gives no words, as do the words of a tag that do not fit its frames
+ * (the reference's failed_speakers). */
 int nt_align_words(const nt_pieces *p, const char *transcript, const nt_align_input *in,
                    nt_word **words, size_t *n);
 void nt_words_free(nt_word *w, size_t n);
