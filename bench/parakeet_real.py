@@ -10,7 +10,12 @@ weights as scripts/dump_parakeet.py makes them), save it, convert it to F16
 GGUF; time transformers' encoder on the clip's features (one clip, and a batch
 of 64) and its greedy generate; then run `steno bench` on the GGUF with the
 same clip and a 10-minute clip made from it. Prints one JSON object per
-measurement; medians of N runs after warm-ups, CUDA-synchronized."""
+measurement; medians of N runs after warm-ups, CUDA-synchronized.
+
+--speech-rate N first makes a copy of the GGUF whose joint emits N tokens on
+the clip (the random joint emits on nearly every frame; real speech ~3 a
+second): see speech_rate_model. It needs transformers on the CPU for the
+encoder's output and up to 10 `steno run`s; --speech-rate-only stops there."""
 from __future__ import annotations
 
 import argparse
@@ -132,34 +137,122 @@ def count_tokens(steno: Path, model: Path, clip: Path) -> int:
     return len(json.loads(r.stdout)["tokens"])
 
 
-def speech_rate_model(steno: Path, model: Path, clip: Path, want: int) -> tuple[Path, float, int]:
-    """A copy of the random model whose blank logit is raised until steno's greedy
-    search emits about `want` tokens on the clip (real speech: ~3 a second; the
-    random joint emits on almost every frame). Only joint.out.bias changes, in
-    place in the copy; returns the file, the offset added and the tokens."""
+def encoder_frames(ckpt: Path, clip: Path) -> np.ndarray:
+    """transformers' encoder output [frames][d] on the clip, for the
+    speech-rate file's emit signal: f32 on the CPU (no TF32 convolutions), the
+    weights rounded to f16 as the F16 GGUF holds them."""
+    from transformers import ParakeetFeatureExtractor, ParakeetForTDT
+    model = ParakeetForTDT.from_pretrained(ckpt).half().float().eval()
+    f = ParakeetFeatureExtractor(feature_size=128)(read_wav(clip), sampling_rate=16000,
+                                                    return_tensors="pt")
+    with torch.no_grad():
+        out = model.encoder(input_features=f["input_features"],
+                            attention_mask=f["attention_mask"])
+    return out.last_hidden_state[0].double().numpy()
+
+
+def emit_direction(x: np.ndarray) -> np.ndarray:
+    """The unit direction along which the clip's frames spread most: the first
+    principal axis of the frames near the median (the random encoder's output
+    is nearly the same on every frame, ~0.1 apart in norm, except a few at the
+    edges that would take the whole axis)."""
+    dist = np.linalg.norm(x - np.median(x, 0), axis=1)
+    inner = x[dist <= 3 * np.median(dist)]
+    v = np.linalg.svd(inner - inner.mean(0), full_matrices=False)[2][0]
+    return v / np.linalg.norm(v)
+
+
+# The emit signal's gain in the joint: the encoder row (f16, entries ≤ ~6) and
+# the blank's weight on the signal (f16, exact): 2^20 per unit of projection,
+# so frames ~1e-3 apart differ by ~1000 in the blank logit, against token
+# logits of O(1).
+ENC_GAIN, BLANK_GAIN = 32.0, 32768.0
+
+
+def _set_emit_threshold(t: dict, u: tuple[int, int], theta: float) -> None:
+    t["joint.enc.bias"][u[0]] = -ENC_GAIN * theta
+    t["joint.enc.bias"][u[1]] = ENC_GAIN * theta
+
+
+def _make_emit_joint(t: dict, v: np.ndarray, durations: list[int],
+                     extra: int) -> tuple[tuple[int, int], np.ndarray]:
+    """Rewires joint units 0 and 1 so the blank logit is
+    BLANK_GAIN·(relu(a) − relu(−a)) + bias = BLANK_GAIN·a + bias with
+    a = ENC_GAIN·(v·x_t − θ): frame t's encoder output alone, not the
+    predictor, decides blank (v·x_t > θ) or a token; the duration head is
+    fixed to duration 1 so every frame is visited once and a token frame
+    emits exactly one token. Returns the units and v as stored (f16)."""
+    u = (0, 1)
+    ew, pw, ow, ob = (t[k] for k in ("joint.enc.weight", "joint.pred.weight", "joint.out.weight",
+                                     "joint.out.bias"))
+    row = (ENC_GAIN * v).astype(ew.dtype)
+    ew[u[0]], ew[u[1]] = row, -row
+    for k in u:   # the predictor adds nothing to the two units
+        pw[k] = 0
+        t["joint.pred.bias"][k] = 0
+    vocab = ow.shape[0] - extra
+    ow[:, list(u)] = 0           # no other output sees them...
+    ow[vocab - 1, u[0]], ow[vocab - 1, u[1]] = BLANK_GAIN, -BLANK_GAIN   # ...but blank
+    ow[vocab:] = 0               # durations: a constant head that picks duration 1
+    ob[vocab:] = [1.0 if d == 1 else 0.0 for d in durations]
+    return u, row.astype(np.float64) / ENC_GAIN
+
+
+def speech_rate_model(steno: Path, model: Path, clip: Path, want: int, ckpt: Path,
+                      max_runs: int = 10) -> tuple[Path, int, list[tuple[int, int]]]:
+    """A copy of the random model that emits about `want` tokens on the clip
+    (real speech: ~3 a second; the random joint emits on almost every frame,
+    and its blank-vs-token margin is so nearly the same on every frame that a
+    bias on the blank logit jumps from ~all frames to ~none). Only the joint's
+    tensors change (_make_emit_joint): a token is emitted exactly on the frames
+    whose encoder output projects below θ on emit_direction, so steno's count
+    grows with θ one frame at a time. θ starts between the want-th and
+    want+1-th smallest projections of transformers' encoder output; each steno
+    run's count narrows a bracket on θ, the next θ being the transformers cut
+    `want − count` frames further (steno's encoder differs from transformers'
+    by rounding, ~1e-3 on the projection, about the gap between frames) or,
+    when that falls outside the bracket, its middle. At most max_runs steno
+    runs; the file keeps the θ whose count came nearest. Returns the file, the
+    tokens steno emitted with it, and (frames below θ by transformers, steno's
+    count) per run."""
     import shutil
     from gguf import GGUFReader
     out = model.with_name(model.stem + f"-speech{want}.gguf")
     shutil.copyfile(model, out)
     r = GGUFReader(out, "r+")
+    f = r.fields["stt.parakeet.tdt.durations"]
+    durations = [int(f.parts[i][0]) for i in f.data]
     extra = int(r.fields["stt.parakeet.joint.num_extra_outputs"].parts[-1][0])
-    bias = next(t for t in r.tensors if t.name == "joint.out.bias").data
-    blank = bias.shape[0] - extra - 1
-    base = float(bias[blank])
-    lo, hi, best = 0.0, 64.0, None
-    for _ in range(14):   # bisect the offset on the token count (falls as the offset grows)
-        mid = (lo + hi) / 2
-        bias[blank] = base + mid
+    t = {x.name: x.data for x in r.tensors if x.name.startswith("joint.")}
+    x = encoder_frames(ckpt, clip)
+    u, v = _make_emit_joint(t, emit_direction(x), durations, extra)
+    proj = np.sort(x @ v)
+    cuts = np.concatenate([[proj[0] - 1], (proj[1:] + proj[:-1]) / 2, [proj[-1] + 1]])
+    theta = float(cuts[min(max(want, 0), len(proj))])
+    lo, hi, seen, best = -np.inf, np.inf, [], None   # steno's count < want at lo, > want at hi
+    for _ in range(max_runs):
+        _set_emit_threshold(t, u, theta)
         r.data.flush()
         n = count_tokens(steno, out, clip)
+        k = int(np.searchsorted(proj, theta))
+        seen.append((k, n))
+        print(f"speech-rate: θ {theta:.6f} ({k} frames below by transformers): steno emitted "
+              f"{n} tokens", file=sys.stderr, flush=True)
         if best is None or abs(n - want) < abs(best[1] - want):
-            best = (mid, n)
+            best = (theta, n)
         if n == want:
             break
-        lo, hi = (mid, hi) if n > want else (lo, mid)
-    bias[blank] = base + best[0]
-    r.data.flush()
-    return out, best[0], count_tokens(steno, out, clip)
+        lo, hi = (lo, theta) if n > want else (theta, hi)
+        guess = float(cuts[min(max(k + want - n, 0), len(proj))])
+        if not lo < guess < hi:
+            if not (np.isfinite(lo) and np.isfinite(hi)) or hi - lo < 1e-7:
+                break   # at the end of the grid, or below the bias's f32 resolution
+            guess = (lo + hi) / 2
+        theta = guess
+    if best[0] != theta:
+        _set_emit_threshold(t, u, best[0])
+        r.data.flush()
+    return out, best[1], seen
 
 
 def main() -> int:
@@ -173,19 +266,27 @@ def main() -> int:
     p.add_argument("--long-runs", type=int, default=None,
                    help="steno runs on the 10-minute clip (default runs/4, at least 2; 0 skips it)")
     p.add_argument("--speech-rate", type=int, default=0, metavar="TOKENS",
-                   help="also a copy of the model biased to emit about TOKENS tokens on the clip, timed by steno")
+                   help="also a copy of the model whose joint emits about TOKENS tokens on the clip, "
+                        "timed by steno")
+    p.add_argument("--speech-rate-only", action="store_true",
+                   help="stop after making the --speech-rate file (no timings)")
     a = p.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     model = make_model(a.work)
     print(json.dumps(dict(what="model", path=str(model), seconds=round(time.time() - t0, 1))), flush=True)
     if a.speech_rate:
-        biased, offset, n = speech_rate_model(a.steno, model, a.clip, a.speech_rate)
+        biased, n, seen = speech_rate_model(a.steno, model, a.clip, a.speech_rate, a.work / "hf")
+        print(json.dumps(dict(what="speech-rate model", path=str(biased), want=a.speech_rate,
+                              tokens=n, runs=[dict(frames_below=k, tokens=c) for k, c in seen])),
+              flush=True)
+        if a.speech_rate_only:
+            return 0
         r = subprocess.run([str(a.steno), "bench", str(biased), str(a.clip), "-n", str(a.runs)],
                            capture_output=True, text=True)
-        print(json.dumps(dict(what=f"steno bench {a.clip.name}, speech-rate model ({n} tokens, "
-                                   f"blank logit +{offset:.3f})", path=str(biased), rc=r.returncode,
-                              out=r.stdout, err=r.stderr[-2000:])), flush=True)
+        print(json.dumps(dict(what=f"steno bench {a.clip.name}, speech-rate model ({n} tokens)",
+                              path=str(biased), rc=r.returncode, out=r.stdout,
+                              err=r.stderr[-2000:])), flush=True)
     pcm = read_wav(a.clip)
     seconds = len(pcm) / 16000
     long = a.work / "clip600.wav"
