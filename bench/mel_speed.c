@@ -2,6 +2,8 @@
  * 11 s clip and Whisper's (wmel_compute, 128 mels) on one 30 s window; prints the
  * best ms per call over the repetitions. With a file name it also writes both
  * outputs there (f32, Parakeet's then Whisper's) so two builds can be compared.
+ * Then a batch of 16 such clips (Parakeet's batch features) one after another
+ * and side by side (frames_run_clips), the two timed in turn in one run.
  *   mel_speed [reps] [dump_file] */
 #include <math.h>
 #include <stdint.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "frontend/frames.h"
 #include "frontend/mel.h"
 #include "frontend/whisper_mel.h"
 
@@ -69,6 +72,43 @@ static double time_parakeet(int reps, const float *pcm, size_t n, FILE *dump) {
   return best;
 }
 
+enum { BATCH = 16 };
+
+typedef struct {
+  const mel_frontend *m;
+  const float *pcm;
+  size_t n;
+  float *out; /* [BATCH][frames][mels] */
+} batch_job;
+
+static int batch_clip(void *ctx, int c) {
+  batch_job *b = ctx;
+  size_t valid, size = mel_frames(b->m, b->n) * (size_t)b->m->c.n_mels;
+  return mel_compute(b->m, b->pcm, b->n, b->out + (size_t)c * size, &valid);
+}
+
+/* BATCH copies of the clip one after another (each over all threads) and side
+ * by side, in turn; best ms of each into ms[0], ms[1]. */
+static int time_batch(int reps, const float *pcm, size_t n, double ms[2]) {
+  mel_config c = {.sample_rate = RATE, .n_fft = 512, .win_length = 400, .hop = 160, .n_mels = 128,
+                  .preemphasis = 0.97f, .f_min = 0, .f_max = 8000, .normalize = true};
+  mel_frontend m;
+  if (mel_init(&m, &c)) return -1;
+  batch_job b = {&m, pcm, n, malloc(BATCH * mel_frames(&m, n) * c.n_mels * sizeof(float))};
+  int st = b.out ? 0 : -1;
+  ms[0] = ms[1] = INFINITY;
+  for (int r = 0; !st && r < reps; r++) {
+    double t0 = now_ms();
+    for (int k = 0; !st && k < BATCH; k++) st = batch_clip(&b, k);
+    double t1 = now_ms();
+    if (!st) st = frames_run_clips(BATCH, batch_clip, &b);
+    ms[0] = fmin(ms[0], t1 - t0), ms[1] = fmin(ms[1], now_ms() - t1);
+  }
+  free(b.out);
+  mel_free(&m);
+  return st;
+}
+
 static double time_whisper(int reps, const float *pcm, size_t n, FILE *dump) {
   float fb[WMELS * (WFFT / 2 + 1)], window[WFFT];
   whisper_filters(fb);
@@ -103,7 +143,12 @@ int main(int argc, char **argv) {
   double p = time_parakeet(reps, pcm, 11 * RATE, dump);
   double w = time_whisper(reps, pcm, n, dump);
   printf("parakeet mel, 11 s clip:    %8.3f ms\nwhisper mel, 30 s window:   %8.3f ms\n", p, w);
+  double b[2];
+  int st = time_batch(reps, pcm, 11 * RATE, b);
+  if (!st)
+    printf("parakeet mel, %d × 11 s:    %8.3f ms one after another, %8.3f ms side by side\n", BATCH,
+           b[0], b[1]);
   free(pcm);
   if (dump) fclose(dump);
-  return p < 0 || w < 0;
+  return p < 0 || w < 0 || st;
 }
