@@ -178,8 +178,8 @@ static void bad_files(const gguf_file *src) {
              K "audio_token_id 321: past the 321 ids of tokenizer.ggml.tokens");
   load_fails(src, &(change){.u32_key = K "lm.vocab_size", .u32_value = 0}, K "lm.vocab_size 0");
   /* the alignment vocabulary (word times) */
-  load_fails(src, &(change){.u32_key = K "wts.unk_token_id", .u32_value = 16},
-             K "wts.unk_token_id 16 of 16 pieces");
+  load_fails(src, &(change){.u32_key = K "wts.unk_token_id", .u32_value = 18},
+             K "wts.unk_token_id 18 of 18 pieces");
   load_fails(src, &(change){.u32_key = K "wts.blank_token_id", .u32_value = 3},
              K "wts.blank_token_id 3 of 20 classes (the last expected)");
   load_fails(src, &(change){.u32_key = K "wts.merges", .u32_value = 1}, K "wts.merges");

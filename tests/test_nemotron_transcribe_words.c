@@ -3,9 +3,10 @@
  *  - ctc_force_align gives torchaudio's forced_align paths exactly (random
  *    log probabilities, ties, repeats, as many frames as the targets need);
  *  - nt_align_words on the reference's word timestamp and diarization logits
- *    gives the reference's words, times (seconds, ==) and tags for five
+ *    gives the reference's words, times (seconds, ==) and tags for nine
  *    transcripts (speaker tags matched to speakers, an event tag, a dash, an
- *    unknown character, a dropped special token) and steno run's transcript;
+ *    unknown character, a dropped special token, Chinese by character, Korean
+ *    by word, two the processor refuses) and steno run's transcript;
  *  - end to end, steno's generated ids equal transformers' (greedy to steno's
  *    end tokens), steno's own logits give the same words and times exactly,
  *    and steno_result's words carry them in milliseconds. */

@@ -3,6 +3,8 @@
  * one word, as the tokenizers library's BPE model does it: characters (or
  * their <0xNN> bytes with byte fallback, else the unknown token) merged by
  * rank, the lowest rank first and the leftmost of equal ranks. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +84,12 @@ static int pieces_keys(const gguf_file *f, nt_pieces *p, uint32_t blank) {
 int nt_pieces_load(const gguf_file *f, uint32_t blank, nt_pieces *p) {
   memset(p, 0, sizeof *p);
   p->unk = -1;
-  int st = pieces_keys(f, p, blank);
+  int st = pieces_keys(f, p, blank), code;
+  PCRE2_SIZE at;
+  if (!st && p->n)
+    p->lexical = pcre2_compile((PCRE2_SPTR) "^[\\p{L}\\p{M}\\p{N}]$", PCRE2_ZERO_TERMINATED,
+                               PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+  if (!st && p->n && !p->lexical) st = STENO_ERR_NOMEM;
   if (st) {
     nt_pieces_free(p);
     return err_wrap(st, "%s: ", f->name);
@@ -96,8 +103,17 @@ void nt_pieces_free(nt_pieces *p) {
   free_strings(p->dropped, p->n_dropped);
   free(p->by_piece);
   free(p->by_merge);
+  if (p->lexical) pcre2_code_free(p->lexical);
   memset(p, 0, sizeof *p);
   p->unk = -1;
+}
+
+bool nt_lexical(const nt_pieces *p, const char *c, size_t len) {
+  if (!p->lexical) return false;
+  pcre2_match_data *md = pcre2_match_data_create_from_pattern(p->lexical, NULL);
+  int rc = md ? pcre2_match(p->lexical, (PCRE2_SPTR)c, len, 0, 0, md, NULL) : -1;
+  pcre2_match_data_free(md);
+  return rc >= 0;
 }
 
 static const nt_piece_ref *lookup(const nt_piece_ref *sorted, uint32_t n, const char *s) {

@@ -60,19 +60,23 @@ static bool py_space(uint32_t c) {
          c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-/* The scripts the reference's language detection finds by Unicode name:
- * 1 Hangul (Korean: aligned by word as any other), 2 kana, Han ideographs or
- * Thai (aligned by character, or not at all: not done here). */
+/* The scripts the reference's language detection finds by Unicode name
+ * prefix (HANGUL, HIRAGANA, KATAKANA, CJK UNIFIED/COMPATIBILITY, THAI), as
+ * bits: 1 Korean (aligned by word as any other), 2 Japanese, 4 Chinese
+ * (aligned by character), 8 Thai (the reference refuses it). */
 static int script_of(uint32_t c) {
   if ((c >= 0x1100 && c <= 0x11FF) || (c >= 0x3131 && c <= 0x318E) ||
-      (c >= 0xAC00 && c <= 0xD7A3) || c == 0x302E || c == 0x302F)
+      (c >= 0xA960 && c <= 0xA97C) || (c >= 0xAC00 && c <= 0xD7A3) ||
+      (c >= 0xD7B0 && c <= 0xD7FB) || c == 0x302E || c == 0x302F)
     return 1;
-  if ((c >= 0x3041 && c <= 0x30FF) || (c >= 0x31F0 && c <= 0x31FF) ||
-      (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) ||
-      (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x20000 && c <= 0x323AF) ||
-      (c >= 0x0E01 && c <= 0x0E5B))
+  if ((c >= 0x3041 && c <= 0x3096) || (c >= 0x309B && c <= 0x30FF) ||
+      (c >= 0x31F0 && c <= 0x31FF))
     return 2;
-  return 0;
+  if ((c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) ||
+      (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x20000 && c <= 0x2FA1F) ||
+      (c >= 0x30000 && c <= 0x323AF))
+    return 4;
+  return c >= 0x0E01 && c <= 0x0E5B ? 8 : 0;
 }
 
 /* An event or style tag (<ev:...>, <sty:...>): left out of the detection. */
@@ -140,7 +144,7 @@ static int word_ids(const nt_pieces *p, const char *word, int **ids, size_t *n) 
   return 0;
 }
 
-static int add_word(units *w, const char *s, size_t len, int tag, const nt_pieces *p) {
+static int add_unit(units *w, const char *s, size_t len, int tag) {
   if (w->n == w->cap) {
     size_t cap = w->cap ? 2 * w->cap : 16;
     unit *u = realloc(w->u, cap * sizeof *u);
@@ -153,18 +157,69 @@ static int add_word(units *w, const char *s, size_t len, int tag, const nt_piece
   memcpy(u->text, s, len);
   u->tag = tag;
   w->n++;
-  return word_ids(p, u->text, &u->ids, &u->n);
+  return 0;
 }
 
-/* The words of the cleaned text with their tags; *timeable false where the
- * reference raises or aligns by character (kana, Han, Thai without Hangul; a
- * word without pieces). */
+/* The ids of one character aligned on its own (_character_token_ids): its
+ * piece, else the pieces of " " + it without the bare "▁"; false where the
+ * unknown piece is among them (the reference raises). */
+static int char_ids(const nt_pieces *p, unit *u, bool *ok) {
+  int id = nt_piece_id(p, u->text);
+  if (id >= 0 && id != p->unk) {
+    if (!(u->ids = mem_alloc(1, sizeof *u->ids))) return STENO_ERR_NOMEM;
+    u->ids[0] = id, u->n = 1;
+    return 0;
+  }
+  TRY(word_ids(p, u->text, &u->ids, &u->n));
+  int bare = nt_piece_id(p, "\xE2\x96\x81");
+  size_t k = 0;
+  for (size_t i = 0; i < u->n; i++)
+    if (u->ids[i] != bare) u->ids[k++] = u->ids[i];
+  u->n = k;
+  *ok = *ok && k > 0;
+  for (size_t i = 0; i < k; i++) *ok = *ok && u->ids[i] != p->unk;
+  return 0;
+}
+
+/* The letters, marks and numbers of word[0..n) as units of their own
+ * (_lexical_characters; the text taken as NFC already). */
+static int by_character(const nt_pieces *p, const char *word, size_t n, int tag, units *w,
+                        bool *ok) {
+  for (size_t i = 0, l; i < n; i += l) {
+    utf8_at(word + i, &l);
+    if (!nt_lexical(p, word + i, l)) continue;
+    TRY(add_unit(w, word + i, l, tag));
+    TRY(char_ids(p, &w->u[w->n - 1], ok));
+  }
+  return 0;
+}
+
+/* The language bits (script_of) of the words outside event/style tags. */
+static int scripts_of(const char *text) {
+  int scripts = 0, t;
+  for (const char *s = text; *s;) {
+    size_t l = tag_at(s, &t);
+    if (l || py_space(utf8_at(s, &l))) {
+      s += l;
+      continue;
+    }
+    const char *a = s;
+    int here = 0;
+    while (*s && !tag_at(s, &t) && !py_space(utf8_at(s, &l))) here |= script_of(utf8_at(s, &l)), s += l;
+    if (!kept_tag(a, (size_t)(s - a))) scripts |= here;
+  }
+  return scripts;
+}
+
+/* The words of the cleaned text with their tags and pieces (Chinese and
+ * Japanese character by character); *timeable false where the reference
+ * raises (Thai, a piece it cannot name, a word without pieces). */
 static int split_words(const nt_pieces *p, const char *text, units *w, bool *timeable) {
-  int tag = NO_TAG, t, scripts = 0;
-  bool tags = false;
+  int tag = NO_TAG, t, scripts = scripts_of(text);
+  bool tags = false, chars = !(scripts & 1) && (scripts & 6);
   for (const char *s = text; *s; s++) tags = tags || tag_at(s, &t);
   if (!tags) tag = 0; /* a transcript without tags is tag 0 */
-  *timeable = true;
+  *timeable = scripts != 8;
   for (const char *s = text; *s;) {
     size_t l, tl = tag_at(s, &t);
     if (tl) {
@@ -176,15 +231,16 @@ static int split_words(const nt_pieces *p, const char *text, units *w, bool *tim
       continue;
     }
     const char *a = s;
-    int here = 0;
-    while (*s && !tag_at(s, &t) && !py_space(utf8_at(s, &l))) here |= script_of(utf8_at(s, &l)), s += l;
-    if (!kept_tag(a, (size_t)(s - a))) scripts |= here;
-    TRY(add_word(w, a, (size_t)(s - a), tag, p));
+    while (*s && !tag_at(s, &t) && !py_space(utf8_at(s, &l))) s += l;
+    if (chars && !kept_tag(a, (size_t)(s - a))) {
+      TRY(by_character(p, a, (size_t)(s - a), tag, w, timeable));
+      continue;
+    }
+    TRY(add_unit(w, a, (size_t)(s - a), tag));
     unit *u = &w->u[w->n - 1];
+    TRY(word_ids(p, u->text, &u->ids, &u->n));
     *timeable = *timeable && u->n > 0;
-    for (size_t i = 0; i < u->n; i++) *timeable = *timeable && u->ids[i] >= 0;
   }
-  if (scripts == 2) *timeable = false;
   return 0;
 }
 

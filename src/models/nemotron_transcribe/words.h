@@ -30,6 +30,7 @@ typedef struct {
   bool byte_fallback, fuse_unk;
   char **dropped;          /* special tokens that become spaces in a transcript */
   uint32_t n_dropped;
+  void *lexical;           /* pcre2 code: a letter, mark or number */
 } nt_pieces;
 
 /* Loads the vocabulary where the file has wts.tokens and wts.merges (blank:
@@ -39,6 +40,10 @@ void nt_pieces_free(nt_pieces *p);
 
 /* The id of piece s, or −1. */
 int nt_piece_id(const nt_pieces *p, const char *s);
+
+/* Whether the character c[0..len) is a letter, mark or number (Unicode
+ * general category L*, M*, N*). */
+bool nt_lexical(const nt_pieces *p, const char *c, size_t len);
 
 /* The ids of one pre-token ("▁word"), as tokenizers' BPE model (*ids malloc'd). */
 int nt_pieces_encode(const nt_pieces *p, const char *word, int **ids, size_t *n);
