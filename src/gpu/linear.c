@@ -37,7 +37,8 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
 
 static bool is_tc(gpu_gemm_variant v) { return v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128; }
 
-/* Whether gemm_tc passed its probe here (BF16 and Q8_0 layers then get an f16 copy). */
+/* Whether gemm_tc passed its probe here (Q8_0 layers then get an f16 copy; it
+ * reads BF16 as stored, rounding to f16 when staging). */
 static bool tc_passed(const gpu_device *d) {
   return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128];
 }
@@ -212,8 +213,7 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
    * Otherwise padded with zero rows (and columns up to wk) on the host. */
   int st = type != GPU_Q8_0 && wk == k ? linear_direct(dev, parts, nparts, bias, nbias, out)
                                        : linear_padded(dev, parts, nparts, bias, nbias, out);
-  if (!st && (type == GPU_BF16 || type == GPU_Q8_0) && tc_passed(dev))
-    st = linear_f16(dev, out);
+  if (!st && type == GPU_Q8_0 && tc_passed(dev)) st = linear_f16(dev, out);
   if (st) gpu_linear_free(out);
   return st;
 }
@@ -238,13 +238,14 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   /* F32 weights keep the f32 kernel: the fast ones round W to f16. */
   gpu_device *d = gpu_rec_device(rec);
   gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m, l->type) : GPU_GEMM_AUTO;
-  /* gemm_tc reads a 8 floats at a time and W as f16. */
-  if (is_tc(v) && (lda % 4 || l->k % 8 || (l->type != GPU_F16 && !l->w16))) v = GPU_GEMM_AUTO;
+  /* gemm_tc reads a 8 floats at a time and W as f16 or BF16 (Q8_0: its f16 copy). */
+  bool tc_w = l->type == GPU_F16 || l->type == GPU_BF16 || l->w16;
+  if (is_tc(v) && (lda % 4 || l->k % 8 || !tc_w)) v = GPU_GEMM_AUTO;
   uint32_t spec = l->type, bm = TILE, bn = TILE;
   gpu_kernel *k;
   if (v != GPU_GEMM_AUTO) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-    k = gpu_gemm_kernel(rec, v, l->type);
+    k = gpu_gemm_kernel(rec, v, is_tc(v) && l->w16 ? GPU_F16 : l->type);
     bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   } else {
     k = gpu_rec_kernel(rec, "gemm", &spec, 1);

@@ -36,7 +36,7 @@ typedef struct {
   gpu_wtype type;
   gpu_buffer *w;
   gpu_buffer *scales; /* Q8_0's f16 scales, else NULL */
-  gpu_buffer *w16;    /* BF16 and Q8_0: an f16 copy [n][wk] for gemm_tc, made at load
+  gpu_buffer *w16;    /* Q8_0: an f16 copy [n][wk] for gemm_tc (which reads BF16 as stored), made at load
                        * where that kernel passed its probe; else NULL */
   gpu_buffer *bias;   /* n + dual values */
 } gpu_linear;

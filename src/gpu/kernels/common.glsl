@@ -7,6 +7,30 @@ const uint W_F32 = 0, W_F16 = 1, W_BF16 = 2, W_Q8_0 = 3;
 // Two bf16 in a word → f32 (low half first).
 vec2 unpack_bf16(uint v) { return vec2(uintBitsToFloat(v << 16), uintBitsToFloat(v & 0xffff0000u)); }
 
+// f32 → f16 bits, to nearest with ties to even, by integer operations only
+// (as base/half.h's f32_to_f16: the result does not hang on the driver's
+// conversion, which may flush f16 subnormals).
+uint f16_bits(float f) {
+  uint u = floatBitsToUint(f);
+  uint sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) { // f16 subnormal or zero: a · 2^24 rounded to an integer, ties to even
+    float m = uintBitsToFloat(a) * 16777216.0;
+    uint q = uint(m);
+    float r = m - float(q);
+    if (r > 0.5 || (r == 0.5 && (q & 1u) != 0u)) q++;
+    return sign | q;
+  }
+  return sign | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
+}
+
+// Two bf16 in a word → two f16 in a word (the same rounding).
+uint bf16_to_f16_pair(uint v) {
+  vec2 f = unpack_bf16(v);
+  return f16_bits(f.x) | (f16_bits(f.y) << 16);
+}
+
 // Four int8 in a word → f32 (lowest byte first).
 vec4 unpack_q8(uint v) {
   int s = int(v);

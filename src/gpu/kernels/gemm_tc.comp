@@ -3,8 +3,10 @@
 // gemm.comp — c = epilogue(a·Wᵀ + bias), dual outputs, padded n, split k
 // (partial sums to part, added by gemm_reduce.comp) — for f16 weights.
 //
-// W: f16 [n][wk], 8 halves per 128-bit word (F16 weights as stored; BF16 and
-//    Q8_0 layers get an f16 copy at load, gpu_linear's w16).
+// W: f16 [n][wk], 8 halves per 128-bit word (F16 weights as stored; Q8_0
+//    layers get an f16 copy at load, gpu_linear's w16), or BF16 [n][wk] as
+//    stored (WTYPE W_BF16), rounded to f16 when staged in shared memory as the
+//    copy would be (common.glsl's f16_bits: exact for |w| in [6.1e-5, 65504]).
 // a: f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
 //    shared memory: one f16 product per term, accumulated in f32 (16×16×16).
 //    So the result is that of f16(a)·W, about 1e-4 of the largest output off
@@ -33,7 +35,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 5) in;
-layout(constant_id = 0) const uint WTYPE = 1; // unused: W is always f16 here
+layout(constant_id = 0) const uint WTYPE = 1; // W_F16, or W_BF16 (converted when staged)
 layout(constant_id = 1) const uint SG_M = 2;
 layout(constant_id = 2) const uint SG_N = 4;
 layout(constant_id = 3) const uint TM = 4;
@@ -91,7 +93,11 @@ void stage(uint s) {
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS;
-    sm[s * STAGE + (BM + e / 4) * ROW + e % 4] = rb[i];
+    uvec4 v = rb[i];
+    if (WTYPE == W_BF16)
+      v = uvec4(bf16_to_f16_pair(v.x), bf16_to_f16_pair(v.y), bf16_to_f16_pair(v.z),
+                bf16_to_f16_pair(v.w));
+    sm[s * STAGE + (BM + e / 4) * ROW + e % 4] = v;
   }
 }
 

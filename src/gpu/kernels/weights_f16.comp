@@ -3,7 +3,7 @@
 // reads ([n][wk] f16 pairs), made once at load on the GPU instead of on the
 // host. Rounds to nearest, ties to even, with integer operations only, exactly
 // as base/half.h's f32_to_f16 (so the result does not depend on the driver's
-// conversion). One invocation per output word (two weights); the grid is
+// conversion; common.glsl's f16_bits). One invocation per output word (two weights); the grid is
 // (x, y) groups of 256 words, word = (y · groups_x + x) · 256 + local.
 //   binding 0: the weights as gpu_linear holds them (BF16 [n][wk]; Q8_0 int8 [n][wk])
 //   binding 1: Q8_0 scales [n][wk/32] f16 pairs (any buffer for BF16)
@@ -19,21 +19,6 @@ layout(std430, binding = 1) readonly buffer Scales { uint scales[]; };
 layout(std430, binding = 2) writeonly buffer Out { uint o[]; };
 
 layout(push_constant) uniform Push { uint words; } p;
-
-uint f16_bits(float f) {
-  uint u = floatBitsToUint(f);
-  uint sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
-  if (a >= 0x477ff000u) return sign | 0x7c00u;
-  if (a < 0x38800000u) { // f16 subnormal or zero: a · 2^24 rounded to an integer, ties to even
-    float m = uintBitsToFloat(a) * 16777216.0;
-    uint q = uint(m);
-    float r = m - float(q);
-    if (r > 0.5 || (r == 0.5 && (q & 1u) != 0u)) q++;
-    return sign | q;
-  }
-  return sign | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
-}
 
 void main() {
   uint word = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
