@@ -379,6 +379,8 @@ def main() -> int:
     p.add_argument("--small", action="store_true", help="tiny config on the CPU, f32, with the converter check")
     p.add_argument("--steno-timeout", type=int, default=420)
     p.add_argument("--out", type=Path, help="write the JSON here too")
+    p.add_argument("--keep", action="store_true", help="leave the GGUF and clip in the work folder")
+    p.add_argument("--no-hf", action="store_true", help="skip transformers' timings (e.g. with --hidden)")
     p.add_argument("--hidden", type=int, default=0, metavar="N",
                    help="also compare the decoder's residual after each layer on N random ids "
                         "(steno with its chosen kernels and with STENO_FAST=off)")
@@ -401,7 +403,7 @@ def main() -> int:
            "audio_s": a.seconds, "tokens": a.tokens, "runs": a.runs,
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
     log("transformers ...")
-    res["transformers"] = bench_hf(model, proc, pcm, a.tokens, a.runs, device, a.compile)
+    res["transformers"] = {} if a.no_hf else bench_hf(model, proc, pcm, a.tokens, a.runs, device, a.compile)
     log(json.dumps({k: v for k, v in res["transformers"].items() if k != "ids"}))
     if a.hidden:
         hidden_reference(model, a.hidden, a.work, device)
@@ -432,10 +434,11 @@ def main() -> int:
                                capture_output=True, text=True, timeout=a.steno_timeout, env=dict(os.environ, STENO_FAST=fast))
             res[f"hidden_{fast}"] = (p.stdout + p.stderr[-2000:]).splitlines()
             log("\n".join(res[f"hidden_{fast}"]))
-    hf_ids, st_ids = res["transformers"]["ids"], res["steno"].get("ids", [])
+    hf_ids, st_ids = res["transformers"].get("ids", []), res["steno"].get("ids", [])
     same = next((i for i, (x, y) in enumerate(zip(hf_ids, st_ids)) if x != y), min(len(hf_ids), len(st_ids)))
     res["same_leading_ids"] = same
-    out.unlink()
+    if not a.keep:
+        out.unlink()
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:

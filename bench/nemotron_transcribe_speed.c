@@ -100,24 +100,33 @@ static int hidden(const ntx_model *m, ntx_session *s, const char *ids_path, cons
     return 1;
   }
   float *h = malloc((size_t)n * d * sizeof *h);
-  if (!h) exit(1);
+  double *row = malloc(n * sizeof *row);
+  if (!h || !row) exit(1);
   for (uint32_t l = 1; l <= layers; l++) {
     nemotron_h_reset(s->lm);
     if (nemotron_h_hidden(s->lm, ids, n, l, h)) die("hidden");
     const float *r = ref + (size_t)(l - 1) * n * d;
     double top = 0, diff = 0, big = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < (size_t)n * d; i++) {
-      if (!isfinite(h[i])) {
-        bad++;
-        continue;
+    size_t bad = 0, far = 0;
+    for (uint32_t t = 0; t < n; t++) { /* per token: its own largest difference and value */
+      double rt = 0, dt = 0;
+      for (size_t i = (size_t)t * d; i < (size_t)(t + 1) * d; i++) {
+        if (!isfinite(h[i])) {
+          bad++;
+          continue;
+        }
+        rt = fmax(rt, fabs(r[i])), big = fmax(big, fabs(h[i])), dt = fmax(dt, fabs(h[i] - r[i]));
       }
-      top = fmax(top, fabs(r[i])), big = fmax(big, fabs(h[i])), diff = fmax(diff, fabs(h[i] - r[i]));
+      row[t] = rt > 0 ? dt / rt : dt;
+      far += row[t] > 0.05;
+      top = fmax(top, rt), diff = fmax(diff, dt);
     }
-    printf("layer %2u (%c): max|diff|/max|ref| %.3e  max|ref| %.3g  max|steno| %.3g  non-finite %zu\n",
-           l, "M*-E"[m->lm->kind[l - 1]], diff / top, top, big, bad);
+    double med = median(row, (int)n);
+    printf("layer %2u (%c): max|diff|/max|ref| %.3e  per token: median %.3e, %zu of %u over 5%%  "
+           "max|ref| %.3g  max|steno| %.3g  non-finite %zu\n",
+           l, "M*-E"[m->lm->kind[l - 1]], diff / top, med, far, n, top, big, bad);
   }
-  free(h), free(ids), free(ref);
+  free(h), free(row), free(ids), free(ref);
   return 0;
 }
 

@@ -26,6 +26,7 @@ int nemotron_h_session_new_kv(const nemotron_h *m, uint32_t ctx, bool kv_f16,
   s->ctx = ctx;
   s->cache = mem_alloc(m->layers, sizeof *s->cache);
   int st = s->cache ? gpu_rec_new(m->dev, &s->rec) : STENO_ERR_NOMEM;
+  if (!st) gpu_rec_profile(s->rec, "nemotron_h");
   for (uint32_t i = 0; !st && i < m->layers; i++)
     if (m->kind[i] == NH_MAMBA || m->kind[i] == NH_ATTENTION)
       st = hybrid_cache_new(m->dev, &m->d, m->kind[i] == NH_ATTENTION, ctx, kv_f16, &s->cache[i]);

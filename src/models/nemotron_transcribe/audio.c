@@ -333,6 +333,7 @@ int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *o) {
     st = mel_normalize(norm, o->valid, (int)c->mels);
   }
   if (!st) st = gpu_rec_new(m->dev, &rec);
+  if (!st) gpu_rec_profile(rec, "nemotron_transcribe towers");
   if (!st) st = zeroed(m->dev, (size_t)o->t * c->d, &asr);
   if (!st) st = asr_run(m, rec, norm, o->t, o->valid, asr);
   if (!st) st = gpu_download(asr, 0, o->asr, (size_t)o->t * c->d * sizeof(float));
