@@ -8,9 +8,8 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "gpu/conv.h"
-#include "models/nemotron_transcribe/nemotron_transcribe.h"
-
-static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
+#include "gpu/gqa.h"
+#include "models/nemotron_transcribe/arena.h"
 
 void nt_audio_free(nt_audio *a) {
   free(a->features);
@@ -41,95 +40,17 @@ int nt_features(const nt_model *m, const float *pcm, size_t n, float **mel, uint
   return 0;
 }
 
-/* A GPU buffer of `count` floats, zeroed (columns past a row's width are read
- * as zero by the GEMMs' padded weights). */
-static int zeroed(gpu_device *dev, size_t count, gpu_buffer **out) {
-  float *z = mem_alloc(count ? count : 1, sizeof *z);
-  if (!z) return STENO_ERR_NOMEM;
-  int st = gpu_buffer_from(dev, z, (count ? count : 1) * sizeof *z, out);
-  free(z);
-  return st;
-}
-
-/* Uploads mask[i] = (first + i)·sub < valid for n encoder frames at `at`. */
-static int upload_mask(gpu_buffer *buf, uint32_t at, uint32_t first, uint32_t n, uint32_t sub,
-                       uint32_t valid) {
-  uint32_t *mk = mem_alloc(n, sizeof *mk);
-  if (!mk) return STENO_ERR_NOMEM;
-  for (uint32_t i = 0; i < n; i++) mk[i] = (uint64_t)(first + i) * sub < valid;
-  int st = gpu_upload(buf, (size_t)at * sizeof *mk, mk, (size_t)n * sizeof *mk);
-  free(mk);
-  return st;
-}
-
 nt_chunk nt_chunk_at(const nt_config *c, uint32_t start, uint32_t t) {
   uint32_t end = start + c->chunk < t ? start + c->chunk : t;
   uint32_t ctx_end = end + c->right < t ? end + c->right : t;
   return (nt_chunk){start > c->left ? start - c->left : 0, start, end, ctx_end};
 }
 
-/* The speech encoder over normalized features norm [frames][mels], chunk by
- * chunk, into out [t][d] (one submission per chunk). */
-static int asr_run(const nt_model *m, gpu_rec *rec, const float *norm, uint32_t t, uint32_t valid,
-                   gpu_buffer *out) {
-  const nt_config *c = &m->c;
-  renc_scratch s;
-  gpu_buffer *feat = NULL;
-  size_t row = (size_t)c->sub * c->mels;
-  TRY(renc_scratch_new(m->dev, &m->asr, &s));
-  int st = zeroed(m->dev, (size_t)s.t * row, &feat);
-  for (uint32_t a = 0; a < t && !st; a += c->chunk) {
-    nt_chunk k = nt_chunk_at(c, a, t);
-    uint32_t n = k.ctx_end - k.ctx;
-    st = gpu_upload(feat, 0, norm + k.ctx * row, n * row * sizeof *norm);
-    if (!st) st = upload_mask(s.mask, 0, k.ctx, n, c->sub, valid);
-    if (!st) st = gpu_rec_begin(rec);
-    if (st) break;
-    renc_embed(rec, &m->asr, &s, feat, n);
-    renc_record(rec, &m->asr, &s, n, true, k.start - k.ctx, k.end - k.start, out, k.start * c->d,
-                c->d);
-    st = gpu_rec_run(rec);
-  }
-  gpu_buffer_free(feat);
-  renc_scratch_free(&s);
-  return st;
-}
 
-/* GPU buffers of one diarization step (n ≤ the encoder's max_t rows). */
-typedef struct {
-  renc_scratch s;
-  gpu_buffer *h, *p, *col, *up, *packed, *dense, *logits;
-  uint32_t w;   /* floats per encoder row (d padded to 64) */
-} diar_bufs;
-
-static void diar_bufs_free(diar_bufs *b) {
-  renc_scratch_free(&b->s);
-  gpu_buffer_free(b->h), gpu_buffer_free(b->p), gpu_buffer_free(b->col);
-  gpu_buffer_free(b->up), gpu_buffer_free(b->packed), gpu_buffer_free(b->dense);
-  gpu_buffer_free(b->logits);
-  memset(b, 0, sizeof *b);
-}
-
-static int diar_bufs_new(const nt_model *m, diar_bufs *b) {
-  memset(b, 0, sizeof *b);
-  const nt_config *c = &m->c;
-  TRY(renc_scratch_new(m->dev, &m->diar, &b->s));
-  size_t t = b->s.t, sub = c->sub;
-  b->w = b->s.stride;
-  int st = zeroed(m->dev, t * b->w, &b->h);
-  if (!st) st = zeroed(m->dev, t * gpu_linear_width(&m->sf_proj), &b->p);
-  if (!st) st = zeroed(m->dev, t * m->sf_up.wk, &b->col);
-  if (!st) st = zeroed(m->dev, t * gpu_linear_width(&m->sf_up), &b->up);
-  if (!st) st = zeroed(m->dev, t * sub * c->head_d + 32, &b->packed);
-  if (!st) st = zeroed(m->dev, t * sub * gpu_linear_width(&m->sf_dense), &b->dense);
-  if (!st) st = zeroed(m->dev, t * sub * gpu_linear_width(&m->sf_out), &b->logits);
-  if (st) diar_bufs_free(b);
-  return st;
-}
-
-/* Records one step over the n rows in b->s.x: the encoder, its projection,
- * the sub-pixel upsampling (ReLU'd: the classifier's first op) to n·sub rows
- * of head_d, and the classifier (ReLU, dense, ReLU, out) into b->logits. */
+/* Records one diarization step over the n rows in b->s.x: the encoder, its
+ * projection, the sub-pixel upsampling (ReLU'd: the classifier's first op) to
+ * n·sub rows of head_d, and the classifier (ReLU, dense, ReLU, out) into
+ * b->logits. */
 static void diar_record(const nt_model *m, gpu_rec *rec, diar_bufs *b, uint32_t n) {
   const nt_config *c = &m->c;
   uint32_t h = c->head_d, wide = c->sub * h;
@@ -160,16 +81,6 @@ static void pool(const nt_config *c, const float *logits, uint32_t n, const uint
     }
 }
 
-/* Host arrays of one diarization step. */
-typedef struct {
-  float *in, *lg, *wide, *probs;
-  uint32_t *mask;
-} diar_host;
-
-static void diar_host_free(diar_host *h) {
-  free(h->in), free(h->lg), free(h->wide), free(h->probs), free(h->mask);
-}
-
 /* Step input: the cache, the FIFO, then the chunk with its context; mask 1 on
  * the cached frames (transformers' step_mask). Returns the rows. */
 static uint32_t diar_input(const nt_config *c, const nt_spkcache *k, const float *emb, uint32_t w,
@@ -184,120 +95,158 @@ static uint32_t diar_input(const nt_config *c, const nt_spkcache *k, const float
   return n;
 }
 
-/* One step on the GPU: speaker logits [n·sub][speakers] into h->lg. */
-static int diar_step(const nt_model *m, gpu_rec *rec, diar_bufs *b, diar_host *h, uint32_t n) {
-  const nt_config *c = &m->c;
-  uint32_t S = c->speakers, lw = gpu_linear_width(&m->sf_out), rows = n * c->sub;
+/* One step on the GPU: speaker logits [n·sub][speakers] into h->lg. A step
+ * without padding reads the shared all-ones mask: only the input goes up. */
+static int diar_step(nt_arena *a, uint32_t n) {
+  const nt_model *m = a->m;
+  diar_bufs *b = &a->diar;
+  diar_host *h = &a->h;
+  uint32_t S = m->c.speakers, lw = gpu_linear_width(&m->sf_out), rows = n * m->c.sub;
+  bool padded = false;
+  for (uint32_t i = 0; i < n; i++) padded = padded || !h->mask[i];
+  b->s.mask = padded ? a->own_mask[1] : a->ones;
+  if (padded) TRY(gpu_upload(b->s.mask, 0, h->mask, (size_t)n * sizeof *h->mask));
   TRY(gpu_upload(b->s.x, 0, h->in, (size_t)n * b->w * sizeof *h->in));
-  TRY(gpu_upload(b->s.mask, 0, h->mask, (size_t)n * sizeof *h->mask));
-  TRY(gpu_rec_begin(rec));
-  diar_record(m, rec, b, n);
-  TRY(gpu_rec_run(rec));
+  TRY(gpu_rec_begin(a->rec));
+  diar_record(m, a->rec, b, n);
+  TRY(gpu_rec_run(a->rec));
   TRY(gpu_download(b->logits, 0, h->wide, (size_t)rows * lw * sizeof *h->wide));
   for (uint32_t r = 0; r < rows; r++) memcpy(h->lg + (size_t)r * S, h->wide + (size_t)r * lw, S * sizeof *h->lg);
   return 0;
 }
 
-/* The offline diarization over the projected frames emb [t][b->w]: speaker
- * logits [t·sub][speakers] into out. */
-static int diar_steps(const nt_model *m, gpu_rec *rec, diar_bufs *b, const float *emb, uint32_t t,
-                      uint32_t valid, float *out) {
-  const nt_config *c = &m->c;
-  uint32_t S = c->speakers, T = b->s.t, lw = gpu_linear_width(&m->sf_out);
-  nt_spkcache k;
-  diar_host h = {mem_alloc((size_t)T * b->w, sizeof(float)), mem_alloc((size_t)T * c->sub * S, sizeof(float)),
-                 mem_alloc((size_t)T * c->sub * lw, sizeof(float)), mem_alloc((size_t)T * S, sizeof(float)),
-                 mem_alloc(T, sizeof(uint32_t))};
-  float *sil = mem_alloc(b->w, sizeof *sil);
-  int st = h.in && h.lg && h.wide && h.probs && h.mask && sil ? nt_spkcache_init(&k, c, b->w)
-                                                               : STENO_ERR_NOMEM;
-  if (st) {
-    diar_host_free(&h);
-    free(sil);
-    return st;
-  }
-  memcpy(sil, m->sil_emb, c->dd * sizeof *sil);
-  for (uint32_t a = 0; a < t && !st; a += c->chunk) {
-    nt_chunk ch = nt_chunk_at(c, a, t);
-    uint32_t cached = k.n_cache + k.n_fifo, n = diar_input(c, &k, emb, b->w, ch, valid, &h);
+/* The offline diarization over the projected frames a->host_emb [t][w]:
+ * speaker logits [t·sub][speakers] into out, the speaker cache on the host. */
+static int diar_steps(nt_arena *a, uint32_t t, uint32_t valid, float *out) {
+  const nt_config *c = &a->m->c;
+  uint32_t S = c->speakers, T = a->diar.s.t;
+  nt_spkcache *k = &a->k;
+  diar_host *h = &a->h;
+  k->n_cache = k->n_fifo = 0;
+  k->compressed = false;
+  int st = 0;
+  for (uint32_t i = 0; i < t && !st; i += c->chunk) {
+    nt_chunk ch = nt_chunk_at(c, i, t);
+    uint32_t cached = k->n_cache + k->n_fifo;
+    uint32_t n = diar_input(c, k, a->host_emb, a->diar.w, ch, valid, h);
     if (n > T) st = err_set(STENO_ERR_INVALID, "diarization: %u frames in a step of %u", n, T);
-    if (!st) st = diar_step(m, rec, b, &h, n);
+    if (!st) st = diar_step(a, n);
     if (st) break;
-    pool(c, h.lg, n, h.mask, h.probs);
+    pool(c, h->lg, n, h->mask, h->probs);
     uint32_t back = ch.start - ch.ctx, len = ch.end - ch.start;
-    st = nt_spkcache_update(&k, h.in, h.probs, n, back, len, sil);
-    memcpy(out + (size_t)ch.start * c->sub * S, h.lg + (size_t)(cached + back) * c->sub * S,
+    st = nt_spkcache_update(k, h->in, h->probs, n, back, len, a->sil);
+    memcpy(out + (size_t)ch.start * c->sub * S, h->lg + (size_t)(cached + back) * c->sub * S,
            (size_t)len * c->sub * S * sizeof *out);
   }
-  nt_spkcache_free(&k);
-  diar_host_free(&h);
-  free(sil);
   return st;
 }
 
-/* states = asr_norm(asr) + speaker_norm(activity) · table; embeds = proj(states). */
-static int combine(const nt_model *m, gpu_rec *rec, gpu_buffer *asr, nt_audio *o) {
-  const nt_config *c = &m->c;
-  uint32_t t = o->t, S = c->speakers, A = (S + 31) / 32 * 32, W = pad64(c->d);
-  uint32_t E = gpu_linear_width(&m->proj);
-  float *act = mem_alloc((size_t)t * A, sizeof *act), *rows = mem_alloc((size_t)t * (W > E ? W : E), sizeof *rows);
-  gpu_buffer *ab = NULL, *sb = NULL, *eb = NULL;
-  int st = act && rows ? 0 : STENO_ERR_NOMEM;
-  for (uint32_t i = 0; !st && i < t; i++) memcpy(act + (size_t)i * A, o->activity + (size_t)i * S, S * sizeof *act);
-  if (!st) st = gpu_buffer_from(m->dev, act, (size_t)t * A * sizeof *act, &ab);
-  if (!st) st = zeroed(m->dev, (size_t)t * W, &sb);
-  if (!st) st = zeroed(m->dev, (size_t)t * E, &eb);
-  if (!st) st = gpu_rec_begin(rec);
-  if (!st) {
-    gpu_layer_norm(rec, asr, 0, c->d, &m->asr_norm, sb, 0, W, t, c->d, NULL, NULL);
-    gpu_layer_norm(rec, ab, 0, A, &m->spk_norm, ab, 0, A, t, S, NULL, NULL);
-    gpu_gemm_strided(rec, ab, A, &m->spk_table, sb, t, GPU_EPI_RESIDUAL, 1.0f);
-    gpu_gemm_strided(rec, sb, W, &m->proj, eb, t, GPU_EPI_BIAS, 0);
-    st = gpu_rec_run(rec);
-  }
-  if (!st) st = gpu_download(sb, 0, rows, (size_t)t * W * sizeof *rows);
-  for (uint32_t i = 0; !st && i < t; i++) memcpy(o->states + (size_t)i * c->d, rows + (size_t)i * W, c->d * sizeof *rows);
-  if (!st) st = gpu_download(eb, 0, rows, (size_t)t * E * sizeof *rows);
-  for (uint32_t i = 0; !st && i < t; i++)
-    memcpy(o->embeds + (size_t)i * c->d_lm, rows + (size_t)i * E, c->d_lm * sizeof *rows);
-  gpu_buffer_free(ab), gpu_buffer_free(sb), gpu_buffer_free(eb);
-  free(act), free(rows);
-  return st;
+/* The raw log-mel, then its normalized copy (the speech encoder's input), in
+ * one upload. */
+static int upload_features(nt_arena *a, const nt_audio *o) {
+  const nt_config *c = &a->m->c;
+  size_t count = (size_t)o->frames * c->mels;
+  float *norm = a->host_feat + count;
+  memcpy(a->host_feat, o->features, count * sizeof *norm);
+  memcpy(norm, o->features, count * sizeof *norm);
+  TRY(mel_normalize(norm, o->valid, (int)c->mels));
+  return gpu_upload(a->feat, 0, a->host_feat, 2 * count * sizeof *norm);
 }
 
-/* The diarization model: the stacked-frame projection of the raw features on
- * the GPU, then the steps; speaker probabilities and activities per frame. */
-static int diarize(const nt_model *m, gpu_rec *rec, nt_audio *o) {
-  const nt_config *c = &m->c;
-  uint32_t t = o->t, S = c->speakers, w = gpu_linear_width(&m->diar.embed);
-  diar_bufs b;
-  gpu_buffer *feat = NULL, *eb = NULL;
-  float *emb = mem_alloc((size_t)t * w, sizeof *emb);
-  if (!emb) return STENO_ERR_NOMEM;
-  int st = diar_bufs_new(m, &b);
-  if (st) {
-    free(emb);
-    return st;
-  }
-  st = gpu_buffer_from(m->dev, o->features, (size_t)o->frames * c->mels * sizeof(float), &feat);
-  if (!st) st = zeroed(m->dev, (size_t)t * w, &eb);
-  if (!st) st = gpu_rec_begin(rec);
-  if (!st) {
-    gpu_gemm_strided(rec, feat, c->sub * c->mels, &m->diar.embed, eb, t, GPU_EPI_BIAS, 0);
-    st = gpu_rec_run(rec);
-  }
-  if (!st) st = gpu_download(eb, 0, emb, (size_t)t * w * sizeof *emb);
-  if (!st && w != b.w) st = err_set(STENO_ERR_INVALID, "diarization: rows of %u and %u", w, b.w);
-  if (!st) st = diar_steps(m, rec, &b, emb, t, o->valid, o->speaker_logits);
-  for (uint32_t i = 0; !st && i < t; i++) {
+/* The diarization's stacked-frame projection of the raw features, to the host
+ * (the speaker cache there reads it). */
+static int diar_embed(nt_arena *a, uint32_t t) {
+  const nt_model *m = a->m;
+  TRY(gpu_rec_begin(a->rec));
+  gpu_gemm_strided(a->rec, a->feat, m->c.sub * m->c.mels, &m->diar.embed, a->emb, t,
+                   GPU_EPI_BIAS, 0);
+  TRY(gpu_rec_run(a->rec));
+  return gpu_download(a->emb, 0, a->host_emb, (size_t)t * a->diar.w * sizeof(float));
+}
+
+/* Speaker probabilities and 0/1 activities per encoder frame from the logits. */
+static void activities(const nt_config *c, nt_audio *o) {
+  uint32_t S = c->speakers;
+  for (uint32_t i = 0; i < o->t; i++) {
     pool(c, o->speaker_logits + (size_t)i * c->sub * S, 1, NULL, o->speaker_probs + (size_t)i * S);
     for (uint32_t s = 0; s < S; s++)
       o->activity[(size_t)i * S + s] = o->speaker_probs[(size_t)i * S + s] > c->threshold;
   }
-  gpu_buffer_free(feat), gpu_buffer_free(eb);
-  diar_bufs_free(&b);
-  free(emb);
-  return st;
+}
+
+/* Uploads the masks of the ASR runs that reach padded frames (the rest read
+ * the all-ones mask); returns their count in *count. */
+static int asr_masks(nt_arena *a, uint32_t t, uint32_t valid, uint32_t *count) {
+  const nt_config *c = &a->m->c;
+  uint32_t *mk = a->h.mask, j = 0; /* the diarization's host mask, free now (≥ a run) */
+  *count = 0;
+  for (uint32_t i = 0; i < t; i += c->chunk) {
+    nt_chunk k = nt_chunk_at(c, i, t);
+    if ((uint64_t)(k.ctx_end - 1) * c->sub >= valid) j++;
+  }
+  TRY(nt_arena_masks(a, j));
+  for (uint32_t i = 0, at = 0; i < t; i += c->chunk) {
+    nt_chunk k = nt_chunk_at(c, i, t);
+    if ((uint64_t)(k.ctx_end - 1) * c->sub < valid) continue;
+    for (uint32_t f = 0; f < k.ctx_end - k.ctx; f++) mk[f] = (uint64_t)(k.ctx + f) * c->sub < valid;
+    TRY(gpu_upload(a->masks[at++], 0, mk, (size_t)(k.ctx_end - k.ctx) * sizeof *mk));
+  }
+  *count = j;
+  return 0;
+}
+
+/* Records the speech encoder over the normalized features, chunk by chunk
+ * (each run's rows copied out of the clip's), into a->asr_out [t][d]. */
+static void asr_record(nt_arena *a, uint32_t frames, uint32_t t, uint32_t valid) {
+  const nt_model *m = a->m;
+  const nt_config *c = &m->c;
+  uint32_t row = c->sub * c->mels, j = 0;
+  for (uint32_t i = 0; i < t; i += c->chunk) {
+    nt_chunk k = nt_chunk_at(c, i, t);
+    uint32_t n = k.ctx_end - k.ctx;
+    gpu_copy_rows(a->rec, a->feat, frames * c->mels + k.ctx * row, row, a->chunk, 0, row, n, row);
+    a->asr.mask = (uint64_t)(k.ctx_end - 1) * c->sub >= valid ? a->masks[j++] : a->ones;
+    renc_embed(a->rec, &m->asr, &a->asr, a->chunk, n);
+    renc_record(a->rec, &m->asr, &a->asr, n, true, k.start - k.ctx, k.end - k.start, a->asr_out,
+                k.start * c->d, c->d);
+  }
+}
+
+/* states = asr_norm(asr) + speaker_norm(activity) · table; embeds =
+ * proj(states); then states, asr and embeds packed into a->out. */
+static void combine_record(nt_arena *a, uint32_t t) {
+  const nt_model *m = a->m;
+  const nt_config *c = &m->c;
+  gpu_rec *rec = a->rec;
+  uint32_t S = c->speakers, A = (S + 31) / 32 * 32, W = (c->d + 63) / 64 * 64;
+  uint32_t E = gpu_linear_width(&m->proj), d = c->d;
+  gpu_layer_norm(rec, a->asr_out, 0, d, &m->asr_norm, a->states, 0, W, t, d, NULL, NULL);
+  gpu_layer_norm(rec, a->act, 0, A, &m->spk_norm, a->act, 0, A, t, S, NULL, NULL);
+  gpu_gemm_strided(rec, a->act, A, &m->spk_table, a->states, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_strided(rec, a->states, W, &m->proj, a->embeds, t, GPU_EPI_BIAS, 0);
+  gpu_copy_rows(rec, a->states, 0, W, a->out, 0, d, t, d);
+  gpu_copy_rows(rec, a->asr_out, 0, d, a->out, t * d, d, t, d);
+  gpu_copy_rows(rec, a->embeds, 0, E, a->out, 2 * t * d, c->d_lm, t, c->d_lm);
+}
+
+/* The speech encoder and the combination in one submission, one download. */
+static int asr_combine(nt_arena *a, nt_audio *o) {
+  const nt_config *c = &a->m->c;
+  uint32_t t = o->t, S = c->speakers, A = (S + 31) / 32 * 32, masks;
+  size_t td = (size_t)t * c->d;
+  for (uint32_t i = 0; i < t; i++)
+    memcpy(a->host_act + (size_t)i * A, o->activity + (size_t)i * S, S * sizeof(float));
+  TRY(gpu_upload(a->act, 0, a->host_act, (size_t)t * A * sizeof(float)));
+  TRY(asr_masks(a, t, o->valid, &masks));
+  TRY(gpu_rec_begin(a->rec));
+  asr_record(a, o->frames, t, o->valid);
+  combine_record(a, t);
+  TRY(gpu_rec_run(a->rec));
+  TRY(gpu_download(a->out, 0, a->host_out, (2 * td + (size_t)t * c->d_lm) * sizeof(float)));
+  memcpy(o->states, a->host_out, td * sizeof(float));
+  memcpy(o->asr, a->host_out + td, td * sizeof(float));
+  memcpy(o->embeds, a->host_out + 2 * td, (size_t)t * c->d_lm * sizeof(float));
+  return 0;
 }
 
 static int alloc_outputs(const nt_model *m, nt_audio *o) {
@@ -314,34 +263,36 @@ static int alloc_outputs(const nt_model *m, nt_audio *o) {
              : STENO_ERR_NOMEM;
 }
 
-int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *o) {
+/* Round trips: the features (and the masks of padded ASR runs) go up once;
+ * the diarization's projection comes down for the host's speaker cache; each
+ * diarization step sends its input and takes back its logits; the speech
+ * encoder (needed only by the combination) runs with it, one download at the
+ * end. */
+int nt_audio_run_in(nt_arena *a, const float *pcm, size_t n, nt_audio *o) {
+  const nt_model *m = a->m;
   const nt_config *c = &m->c;
   memset(o, 0, sizeof *o);
-  gpu_rec *rec = NULL;
-  gpu_buffer *asr = NULL;
-  float *norm = NULL;
   int st = nt_features(m, pcm, n, &o->features, &o->frames, &o->valid);
   if (!st) {
     o->t = o->frames / c->sub;
     o->tokens = (o->valid + c->sub - 1) / c->sub;
     st = alloc_outputs(m, o);
   }
-  size_t count = (size_t)o->frames * c->mels;
-  if (!st) st = (norm = mem_alloc(count, sizeof *norm)) ? 0 : STENO_ERR_NOMEM;
-  if (!st) {
-    memcpy(norm, o->features, count * sizeof *norm);
-    st = mel_normalize(norm, o->valid, (int)c->mels);
-  }
-  if (!st) st = gpu_rec_new(m->dev, &rec);
-  if (!st) gpu_rec_profile(rec, "nemotron_transcribe towers");
-  if (!st) st = zeroed(m->dev, (size_t)o->t * c->d, &asr);
-  if (!st) st = asr_run(m, rec, norm, o->t, o->valid, asr);
-  if (!st) st = gpu_download(asr, 0, o->asr, (size_t)o->t * c->d * sizeof(float));
-  if (!st) st = diarize(m, rec, o);
-  if (!st) st = combine(m, rec, asr, o);
-  gpu_buffer_free(asr);
-  gpu_rec_free(rec);
-  free(norm);
+  if (!st) st = nt_arena_fit(a, o->t);
+  if (!st) st = upload_features(a, o);
+  if (!st) st = diar_embed(a, o->t);
+  if (!st) st = diar_steps(a, o->t, o->valid, o->speaker_logits);
+  if (!st) activities(c, o);
+  if (!st) st = asr_combine(a, o);
   if (st) nt_audio_free(o);
+  return st;
+}
+
+int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *o) {
+  nt_arena *a;
+  memset(o, 0, sizeof *o);
+  TRY(nt_arena_new(m, &a));
+  int st = nt_audio_run_in(a, pcm, n, o);
+  nt_arena_free(a);
   return st;
 }

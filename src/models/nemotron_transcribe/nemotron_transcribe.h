@@ -119,7 +119,16 @@ void nt_audio_free(nt_audio *a);
 int nt_features(const nt_model *m, const float *pcm, size_t n, float **mel, uint32_t *frames,
                 uint32_t *valid);
 
-/* The whole audio module on n samples of 16 kHz mono pcm. */
+/* The towers' recorder and working buffers (arena.h): one per session, for
+ * one run at a time; grown to the longest clip seen and reused. */
+typedef struct nt_arena nt_arena;
+int nt_arena_new(const nt_model *m, nt_arena **out);
+void nt_arena_free(nt_arena *a);
+
+/* The whole audio module on n samples of 16 kHz mono pcm, in the arena. */
+int nt_audio_run_in(nt_arena *a, const float *pcm, size_t n, nt_audio *out);
+
+/* The same in an arena made and freed for this run. */
 int nt_audio_run(const nt_model *m, const float *pcm, size_t n, nt_audio *out);
 
 /* The word timestamp head's logits [t·factor][classes] (malloc'd) for the

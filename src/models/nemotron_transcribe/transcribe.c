@@ -133,8 +133,9 @@ int ntx_session_new(const ntx_model *m, ntx_session **out) {
   s->m = m;
   uint32_t ctx = m->lm->max_pos < CONTEXT ? m->lm->max_pos : CONTEXT;
   int st = nemotron_h_session_new(m->lm, ctx, &s->lm);
+  if (!st) st = nt_arena_new(m->audio, &s->towers);
   if (st) {
-    free(s);
+    ntx_session_free(s);
     return st;
   }
   *out = s;
@@ -144,6 +145,7 @@ int ntx_session_new(const ntx_model *m, ntx_session **out) {
 void ntx_session_free(ntx_session *s) {
   if (!s) return;
   nemotron_h_session_free(s->lm);
+  nt_arena_free(s->towers);
   free(s);
 }
 
@@ -256,7 +258,7 @@ static int generate(ntx_session *s, const float *pcm, size_t n, const char *inst
   float *rows = NULL;
   uint32_t np = 0;
   double t0 = time_now();
-  int st = out ? nt_audio_run(m->audio, pcm, n, &a) : STENO_ERR_NOMEM;
+  int st = out ? nt_audio_run_in(s->towers, pcm, n, &a) : STENO_ERR_NOMEM;
   double t1 = time_now();
   if (!st) st = prompt_rows(m, &a, instruction, &prompt, &rows, &np);
   if (!st && (uint64_t)np + max_new > s->lm->ctx)

@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
   const ntx_model *m;
   nemotron_h_session *lm;
+  nt_arena *towers;            /* the audio module's recorder and buffers */
   double audio_ms, decoder_ms; /* the last ntx_generate's audio module and decoder */
 } ntx_session;
 
