@@ -1,6 +1,7 @@
 /* Nemotron 3.5 Transcribe end to end on one recording, in stages: the audio
  * towers (features, ASR encoder, diarization, speaker embedding, projector:
- * nt_audio_run), the decoder's prompt with one greedy token (prefill), and
+ * nt_audio_run_in in the session's arena, which the first run grows), the
+ * decoder's prompt with one greedy token (prefill), and
  * greedy decoding with no end token (so every run decodes the same count).
  * Decoding speed is (prompt + 1 + N tokens) − (prompt + 1 token), over N.
  * Prints one JSON object (times in ms: first run, then the median of the
@@ -186,7 +187,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r <= runs; r++) {
     memset(&a, 0, sizeof a);
     t = now_ms();
-    if (nt_audio_run(m->audio, pcm, n, &a)) die("towers");
+    if (nt_audio_run_in(s->towers, pcm, n, &a)) die("towers");
     tw[r] = now_ms() - t;
     if (r < runs) nt_audio_free(&a);
   }

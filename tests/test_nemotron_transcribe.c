@@ -6,7 +6,7 @@
  * activities (exactly), the states with speaker embeddings, the projected
  * embeddings, and the word timestamp head's logits; the default request's
  * prompt; the speaker cache's FIFO rules on a hand case and its compression
- * on random cases. */
+ * on random cases; a session's arena reused over clips of other lengths. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +146,50 @@ static void compressions(const gguf_file *ref) {
   }
 }
 
+/* Whether two runs gave the same bits in every output. */
+static bool same_audio(const nt_model *m, const nt_audio *x, const nt_audio *y) {
+  const nt_config *c = &m->c;
+  size_t T = x->t, S = c->speakers, F = (size_t)x->frames * c->mels;
+  if (x->t != y->t || x->frames != y->frames || x->valid != y->valid) return false;
+  return !memcmp(x->features, y->features, F * sizeof(float)) &&
+         !memcmp(x->asr, y->asr, T * c->d * sizeof(float)) &&
+         !memcmp(x->speaker_logits, y->speaker_logits, T * c->sub * S * sizeof(float)) &&
+         !memcmp(x->speaker_probs, y->speaker_probs, T * S * sizeof(float)) &&
+         !memcmp(x->activity, y->activity, T * S * sizeof(float)) &&
+         !memcmp(x->states, y->states, T * c->d * sizeof(float)) &&
+         !memcmp(x->embeds, y->embeds, T * c->d_lm * sizeof(float));
+}
+
+/* One session's arena over clips of 2.5×, 1× and 0.4× the fixture's, then
+ * 2.5× again (grown, reused shorter, reused at its size): each run's outputs
+ * and word timestamp log-probabilities equal those of a fresh arena's, bit
+ * for bit. */
+static void arena_reuse(const nt_model *m, const float *pcm, size_t n) {
+  const size_t lens[4] = {n * 5 / 2, n, n * 2 / 5, n * 5 / 2};
+  float *x = malloc(lens[0] * sizeof *x);
+  for (size_t i = 0; i < lens[0]; i++) x[i] = pcm[i % n] * (i < n ? 1.0f : -0.5f);
+  nt_arena *a = NULL;
+  CHECK_OK(nt_arena_new(m, &a));
+  const int cols[3] = {0, 3, (int)m->wts.classes - 1};
+  for (int r = 0; a && r < 4; r++) {
+    nt_audio got, want;
+    float *lg = NULL, *lw = NULL;
+    CHECK_OK(nt_audio_run_in(a, x, lens[r], &got));
+    CHECK_OK(nt_audio_run(m, x, lens[r], &want));
+    CHECK(got.embeds && want.embeds && same_audio(m, &got, &want),
+          "run %d (%zu samples) in a used arena differs from a fresh one's", r, lens[r]);
+    if (got.asr) CHECK_OK(nt_word_timestamp_logprobs_in(a, got.asr, got.t, got.valid, cols, 3, &lg));
+    if (want.asr) CHECK_OK(nt_word_timestamp_logprobs(m, want.asr, want.t, want.valid, cols, 3, &lw));
+    size_t rows = (size_t)got.t * m->wts.factor;
+    CHECK(lg && lw && !memcmp(lg, lw, rows * 3 * sizeof *lg),
+          "run %d: word timestamp log-probabilities differ in a used arena", r);
+    free(lg), free(lw);
+    nt_audio_free(&got), nt_audio_free(&want);
+  }
+  nt_arena_free(a);
+  free(x);
+}
+
 int main(void) {
   fifo_rules();
   gguf_file *f = NULL, *ref = NULL;
@@ -153,6 +197,8 @@ int main(void) {
   nt_model *m = NULL;
   if (f) CHECK_OK(nt_load(test_device(), f, &m));
   if (m && ref) parity(m, ref);
+  const gguf_tensor *pcm = ref ? gguf_tensor_find(ref, "pcm") : NULL;
+  if (m && pcm && pcm->type == GGUF_TYPE_F32) arena_reuse(m, pcm->data, pcm->nelem);
   if (ref) compressions(ref);
   nt_free(m);
   gguf_close(f);

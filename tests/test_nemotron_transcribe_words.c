@@ -137,7 +137,7 @@ static void end_to_end(const gguf_file *f, const gguf_file *ref, const float *pc
   CHECK_OK(nt_audio_run(m->audio, pcm, np, &a));
   nt_word *w = NULL;
   size_t n = 0;
-  CHECK_OK(ntx_word_times(m, &a, ids, n_ids, &w, &n));
+  CHECK_OK(ntx_word_times(m, NULL, &a, ids, n_ids, &w, &n));
   same_words(ref, "ref.words.run.", w, n, "steno's logits");
   steno_result *r = NULL;
   CHECK_OK(ntx_transcribe(s, pcm, np, NULL, &r));

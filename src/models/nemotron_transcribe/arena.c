@@ -52,9 +52,15 @@ static int diar_host_new(const nt_model *m, uint32_t T, uint32_t w, uint32_t run
   return h->in && h->lg && h->wide && h->probs && h->mask ? 0 : STENO_ERR_NOMEM;
 }
 
-/* The all-ones mask of the longest run either encoder makes. */
-static int ones(const nt_model *m, gpu_buffer **out) {
+/* The longest run of the speech, diarization and word timestamp encoders. */
+static uint32_t longest_run(const nt_model *m) {
   uint32_t n = m->asr.c.max_t > m->diar.c.max_t ? m->asr.c.max_t : m->diar.c.max_t;
+  return m->wts.enc.blocks && m->wts.enc.c.max_t > n ? m->wts.enc.c.max_t : n;
+}
+
+/* The all-ones mask of the longest run. */
+static int ones(const nt_model *m, gpu_buffer **out) {
+  uint32_t n = longest_run(m);
   uint32_t *v = mem_alloc(n, sizeof *v);
   if (!v) return STENO_ERR_NOMEM;
   for (uint32_t i = 0; i < n; i++) v[i] = 1;
@@ -77,7 +83,7 @@ static int make(nt_arena *a) {
   if (gpu_linear_width(&m->diar.embed) != a->diar.w)
     return err_set(STENO_ERR_INVALID, "diarization: rows of %u and %u",
                    gpu_linear_width(&m->diar.embed), a->diar.w);
-  TRY(diar_host_new(m, a->diar.s.t, a->diar.w, a->asr.t, &a->h));
+  TRY(diar_host_new(m, a->diar.s.t, a->diar.w, longest_run(m), &a->h));
   TRY(nt_spkcache_init(&a->k, c, a->diar.w));
   a->sil = mem_alloc(a->diar.w, sizeof *a->sil);
   if (!a->sil) return STENO_ERR_NOMEM;
@@ -139,6 +145,45 @@ int nt_arena_masks(nt_arena *a, uint32_t count) {
   return 0;
 }
 
+static void wts_bufs_free(wts_bufs *b) {
+  renc_scratch_free(&b->s);
+  gpu_buffer_free(b->in), gpu_buffer_free(b->up), gpu_buffer_free(b->packed);
+  gpu_buffer_free(b->rows), gpu_buffer_free(b->ln), gpu_buffer_free(b->logits);
+}
+
+static int wts_bufs_new(const nt_model *m, wts_bufs *b) {
+  const nt_wts *w = &m->wts;
+  uint32_t d = m->c.d, n = m->c.chunk + m->c.left + m->c.right, r = n * w->factor;
+  b->S = pad64(d);
+  b->lw = gpu_linear_width(&w->head);
+  TRY(renc_scratch_new(m->dev, &w->enc, &b->s));
+  int st = nt_zeroed(m->dev, (size_t)n * d, &b->in);
+  if (!st) st = nt_zeroed(m->dev, (size_t)n * gpu_linear_width(&w->up), &b->up);
+  if (!st) st = nt_zeroed(m->dev, (size_t)r * d, &b->packed);
+  if (!st) st = nt_zeroed(m->dev, (size_t)r * b->S, &b->rows);
+  if (!st) st = nt_zeroed(m->dev, (size_t)r * b->S, &b->ln);
+  if (!st) st = nt_zeroed(m->dev, (size_t)r * b->lw, &b->logits);
+  return st;
+}
+
+int nt_arena_wts(nt_arena *a) {
+  const nt_model *m = a->m;
+  if (a->wts) return 0;
+  wts_bufs *b = mem_alloc(1, sizeof *b);
+  if (!b) return STENO_ERR_NOMEM;
+  int st = wts_bufs_new(m, b);
+  uint32_t rows = (m->c.chunk + m->c.left + m->c.right) * m->wts.factor;
+  if (!st) st = (a->wts_host = mem_alloc((size_t)rows * b->lw, sizeof(float))) ? 0 : STENO_ERR_NOMEM;
+  if (st) {
+    wts_bufs_free(b);
+    free(b);
+    return st;
+  }
+  a->wts = b;
+  a->wts_mask = b->s.mask;
+  return 0;
+}
+
 int nt_arena_new(const nt_model *m, nt_arena **out) {
   *out = NULL;
   nt_arena *a = mem_alloc(1, sizeof *a);
@@ -167,6 +212,12 @@ void nt_arena_free(nt_arena *a) {
     nt_spkcache_free(&a->k);
     free(a->sil);
   }
+  if (a->wts) {
+    a->wts->s.mask = a->wts_mask;
+    wts_bufs_free(a->wts);
+    free(a->wts);
+  }
+  free(a->wts_host);
   gpu_rec_free(a->rec);
   free(a);
 }

@@ -23,6 +23,14 @@ typedef struct {
   uint32_t *mask;
 } diar_host;
 
+/* GPU buffers of one word timestamp chunk (n ≤ chunk + context frames,
+ * n·factor rows; timestamps.c). */
+typedef struct {
+  renc_scratch s;
+  gpu_buffer *in, *up, *packed, *rows, *ln, *logits;
+  uint32_t S, lw; /* floats per row of rows/ln, of logits */
+} wts_bufs;
+
 struct nt_arena {
   const nt_model *m;
   gpu_rec *rec;
@@ -47,7 +55,14 @@ struct nt_arena {
   gpu_buffer *embeds;     /* [cap][proj width] */
   gpu_buffer *out;        /* [cap][2·d + d_lm]: states, asr, embeds packed for one download */
   float *host_feat, *host_emb, *host_act, *host_out; /* their host sides */
+  /* The word timestamp head's (timestamps.c; made on its first run). */
+  wts_bufs *wts;
+  float *wts_host;        /* [rows][head width]: one chunk's logits */
+  gpu_buffer *wts_mask;   /* the scratch's own mask (padded chunks) */
 };
+
+/* The word timestamp head's part of the arena, made where missing. */
+int nt_arena_wts(nt_arena *a);
 
 /* Makes the model-sized part where it is missing and grows the clip-sized part
  * to t encoder frames (nothing when it holds them). */

@@ -142,6 +142,11 @@ int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, ui
 int nt_word_timestamp_logprobs(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
                                const int *cols, uint32_t n, float **logp);
 
+/* The same in a session's arena (its recorder and buffers, the clip's states
+ * in the towers' buffer for them). */
+int nt_word_timestamp_logprobs_in(nt_arena *a, const float *asr, uint32_t t, uint32_t valid,
+                                  const int *cols, uint32_t n, float **logp);
+
 /* A tower's keys under "nemotron3_5_transcribe." PREFIX: its encoder dims and
  * RoPE; mels and sub (NULL: the tower has no stacked-frame input) get its
  * num_mel_bins and subsampling_factor. */

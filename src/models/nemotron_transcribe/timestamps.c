@@ -9,12 +9,11 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "gpu/conv.h"
-#include "models/nemotron_transcribe/nemotron_transcribe.h"
+#include "gpu/gqa.h"
+#include "models/nemotron_transcribe/arena.h"
 #include "nn/weights.h"
 
 #define KEY "nemotron3_5_transcribe."
-
-static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
 
 /* The transposed conv (kernel = stride = factor) as a linear layer: weight
  * [d_in][d_out][factor] (PyTorch order) to rows j·d_out + o, with the bias
@@ -91,44 +90,6 @@ void nt_wts_free(nt_wts *w) {
   memset(w, 0, sizeof *w);
 }
 
-/* GPU buffers of one chunk (n ≤ chunk + context frames, n·factor rows). */
-typedef struct {
-  renc_scratch s;
-  gpu_buffer *in, *up, *packed, *rows, *ln, *logits;
-  uint32_t S, lw; /* floats per row of rows/ln, of logits */
-} wts_bufs;
-
-static void wts_bufs_free(wts_bufs *b) {
-  renc_scratch_free(&b->s);
-  gpu_buffer_free(b->in), gpu_buffer_free(b->up), gpu_buffer_free(b->packed);
-  gpu_buffer_free(b->rows), gpu_buffer_free(b->ln), gpu_buffer_free(b->logits);
-}
-
-static int zeroed(gpu_device *dev, size_t count, gpu_buffer **out) {
-  float *z = mem_alloc(count, sizeof *z);
-  if (!z) return STENO_ERR_NOMEM;
-  int st = gpu_buffer_from(dev, z, count * sizeof *z, out);
-  free(z);
-  return st;
-}
-
-static int wts_bufs_new(const nt_model *m, wts_bufs *b) {
-  memset(b, 0, sizeof *b);
-  const nt_wts *w = &m->wts;
-  uint32_t d = m->c.d, n = m->c.chunk + m->c.left + m->c.right, r = n * w->factor;
-  b->S = pad64(d);
-  b->lw = gpu_linear_width(&w->head);
-  int st = renc_scratch_new(m->dev, &w->enc, &b->s);
-  if (!st) st = zeroed(m->dev, (size_t)n * d, &b->in);
-  if (!st) st = zeroed(m->dev, (size_t)n * gpu_linear_width(&w->up), &b->up);
-  if (!st) st = zeroed(m->dev, (size_t)r * d, &b->packed);
-  if (!st) st = zeroed(m->dev, (size_t)r * b->S, &b->rows);
-  if (!st) st = zeroed(m->dev, (size_t)r * b->S, &b->ln);
-  if (!st) st = zeroed(m->dev, (size_t)r * b->lw, &b->logits);
-  if (st) wts_bufs_free(b);
-  return st;
-}
-
 /* Records one chunk of n frames whose kept ones are [first, first + len):
  * upsampling, the encoder, logits = head(up) + scale · head(final norm). */
 static void wts_record(const nt_model *m, gpu_rec *rec, wts_bufs *b, uint32_t n, uint32_t first,
@@ -155,22 +116,27 @@ typedef struct {
   uint32_t n;
 } wts_cols;
 
-/* One chunk: upload, run, and its kept rows' logits into out. */
-static int wts_chunk(const nt_model *m, gpu_rec *rec, wts_bufs *b, const float *asr, nt_chunk k,
-                     uint32_t valid, wts_cols keep, float *host, float *out) {
+/* One chunk: its rows copied out of the clip's states (in a->asr_out), run,
+ * and its kept rows' logits into out. Chunks without padding read the
+ * all-ones mask. */
+static int wts_chunk(nt_arena *a, nt_chunk k, uint32_t valid, wts_cols keep, float *out) {
+  const nt_model *m = a->m;
   const nt_wts *w = &m->wts;
+  wts_bufs *b = a->wts;
+  float *host = a->wts_host;
   uint32_t ctx = k.ctx, start = k.start, end = k.end;
   uint32_t d = m->c.d, u = w->factor, n = k.ctx_end - ctx, V = w->classes;
-  uint32_t *mask = mem_alloc((size_t)n * u, sizeof *mask);
-  if (!mask) return STENO_ERR_NOMEM;
-  for (uint32_t i = 0; i < n * u; i++) mask[i] = (uint64_t)(ctx + i / u) * m->c.sub < valid;
-  int st = gpu_upload(b->s.mask, 0, mask, (size_t)n * u * sizeof *mask);
-  free(mask);
-  if (!st) st = gpu_upload(b->in, 0, asr + (size_t)ctx * d, (size_t)n * d * sizeof *asr);
-  if (!st) st = gpu_rec_begin(rec);
-  if (st) return st;
-  wts_record(m, rec, b, n, start - ctx, end - start);
-  TRY(gpu_rec_run(rec));
+  bool padded = (uint64_t)(k.ctx_end - 1) * m->c.sub >= valid;
+  b->s.mask = padded ? a->wts_mask : a->ones;
+  if (padded) {
+    uint32_t *mask = a->h.mask; /* free while the towers do not run (≥ n·u: arena.c) */
+    for (uint32_t i = 0; i < n * u; i++) mask[i] = (uint64_t)(ctx + i / u) * m->c.sub < valid;
+    TRY(gpu_upload(b->s.mask, 0, mask, (size_t)n * u * sizeof *mask));
+  }
+  TRY(gpu_rec_begin(a->rec));
+  gpu_copy_rows(a->rec, a->asr_out, ctx * d, d, b->in, 0, d, n, d);
+  wts_record(m, a->rec, b, n, start - ctx, end - start);
+  TRY(gpu_rec_run(a->rec));
   uint32_t first = (start - ctx) * u, rows = (end - start) * u;
   TRY(gpu_download(b->logits, (size_t)first * b->lw * sizeof *host, host,
                    (size_t)rows * b->lw * sizeof *host));
@@ -181,42 +147,60 @@ static int wts_chunk(const nt_model *m, gpu_rec *rec, wts_bufs *b, const float *
   return 0;
 }
 
-static int wts_run(const nt_model *m, const float *asr, uint32_t t, uint32_t valid, wts_cols keep,
+/* The clip's states go up once (into the towers' buffer for them). */
+static int wts_run(nt_arena *a, const float *asr, uint32_t t, uint32_t valid, wts_cols keep,
                    float **logits) {
   *logits = NULL;
+  const nt_model *m = a->m;
   const nt_wts *w = &m->wts;
   const nt_config *c = &m->c;
   if (!w->enc.blocks) return err_set(STENO_ERR_UNSUPPORTED, "the model has no word timestamp head");
-  wts_bufs b;
-  gpu_rec *rec = NULL;
-  uint32_t rows = (c->chunk + c->left + c->right) * w->factor;
+  TRY(nt_arena_fit(a, t));
+  TRY(nt_arena_wts(a));
+  TRY(gpu_upload(a->asr_out, 0, asr, (size_t)t * c->d * sizeof *asr));
   float *out = mem_alloc((size_t)t * w->factor * (keep.cols ? keep.n : w->classes), sizeof *out);
-  float *host = mem_alloc((size_t)rows * gpu_linear_width(&w->head), sizeof *host);
-  int st = out && host ? wts_bufs_new(m, &b) : STENO_ERR_NOMEM;
-  if (st) {
-    free(out), free(host);
-    return st;
-  }
-  st = gpu_rec_new(m->dev, &rec);
-  for (uint32_t a = 0; !st && a < t; a += c->chunk)
-    st = wts_chunk(m, rec, &b, asr, nt_chunk_at(c, a, t), valid, keep, host, out);
-  gpu_rec_free(rec);
-  wts_bufs_free(&b);
-  free(host);
+  int st = out ? 0 : STENO_ERR_NOMEM;
+  for (uint32_t i = 0; !st && i < t; i += c->chunk)
+    st = wts_chunk(a, nt_chunk_at(c, i, t), valid, keep, out);
   if (st) free(out);
   else *logits = out;
   return st;
 }
 
+/* wts_run in an arena made and freed for it. */
+static int wts_run_once(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
+                        wts_cols keep, float **logits) {
+  nt_arena *a;
+  *logits = NULL;
+  TRY(nt_arena_new(m, &a));
+  int st = wts_run(a, asr, t, valid, keep, logits);
+  nt_arena_free(a);
+  return st;
+}
+
+/* Class indices within the head, or an error naming the first that is not. */
+static int check_cols(const nt_model *m, const int *cols, uint32_t n) {
+  for (uint32_t j = 0; j < n; j++)
+    if (cols[j] < 0 || (uint32_t)cols[j] >= m->wts.classes)
+      return err_set(STENO_ERR_INVALID, "word timestamp class %d of %u", cols[j], m->wts.classes);
+  return 0;
+}
+
 int nt_word_timestamp_logits(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
                              float **logits) {
-  return wts_run(m, asr, t, valid, (wts_cols){NULL, 0}, logits);
+  return wts_run_once(m, asr, t, valid, (wts_cols){NULL, 0}, logits);
 }
 
 int nt_word_timestamp_logprobs(const nt_model *m, const float *asr, uint32_t t, uint32_t valid,
                                const int *cols, uint32_t n, float **logp) {
-  for (uint32_t j = 0; j < n; j++)
-    if (cols[j] < 0 || (uint32_t)cols[j] >= m->wts.classes)
-      return err_set(STENO_ERR_INVALID, "word timestamp class %d of %u", cols[j], m->wts.classes);
-  return wts_run(m, asr, t, valid, (wts_cols){cols, n}, logp);
+  *logp = NULL;
+  TRY(check_cols(m, cols, n));
+  return wts_run_once(m, asr, t, valid, (wts_cols){cols, n}, logp);
+}
+
+int nt_word_timestamp_logprobs_in(nt_arena *a, const float *asr, uint32_t t, uint32_t valid,
+                                  const int *cols, uint32_t n, float **logp) {
+  *logp = NULL;
+  TRY(check_cols(a->m, cols, n));
+  return wts_run(a, asr, t, valid, (wts_cols){cols, n}, logp);
 }

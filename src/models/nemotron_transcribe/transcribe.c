@@ -308,8 +308,8 @@ static int text_of(const ntx_model *m, const int *ids, uint32_t n, char **text) 
   return 0;
 }
 
-int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32_t n,
-                   nt_word **words, size_t *count) {
+int ntx_word_times(const ntx_model *m, nt_arena *towers, const nt_audio *a, const int *ids,
+                   uint32_t n, nt_word **words, size_t *count) {
   *words = NULL, *count = 0;
   const nt_model *am = m->audio;
   if (!am->wts.pieces.n || !am->wts.enc.blocks) return 0;
@@ -325,7 +325,9 @@ int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32
   int st = bpe_decode(&m->tok, keep, k, &text);
   free(keep);
   if (!st) st = nt_align_classes(&am->wts.pieces, text, am->wts.classes, &cols, &nc);
-  if (!st && nc) st = nt_word_timestamp_logprobs(am, a->asr, a->t, a->valid, cols, nc, &logp);
+  if (!st && nc)
+    st = towers ? nt_word_timestamp_logprobs_in(towers, a->asr, a->t, a->valid, cols, nc, &logp)
+                : nt_word_timestamp_logprobs(am, a->asr, a->t, a->valid, cols, nc, &logp);
   nt_align_input in = {logp, cols, nc, a->t * am->wts.factor, am->wts.factor, a->speaker_logits,
                        am->c.speakers, am->c.sub, a->valid, (uint32_t)am->mel.c.hop,
                        (uint32_t)am->mel.c.sample_rate};
@@ -365,7 +367,7 @@ int ntx_transcribe(ntx_session *s, const float *pcm, size_t n, const steno_trans
   nt_word *words = NULL;
   size_t nw = 0;
   st = text_of(s->m, ids, n_ids, &text);
-  if (!st) st = ntx_word_times(s->m, &a, ids, n_ids, &words, &nw);
+  if (!st) st = ntx_word_times(s->m, s->towers, &a, ids, n_ids, &words, &nw);
   free(ids);
   nt_audio_free(&a);
   if (!st) st = result_empty(seconds, &r);

@@ -51,9 +51,10 @@ int ntx_generate(ntx_session *s, const float *pcm, size_t n, const char *instruc
 
 /* The timed words (nt_align_words) of the generated ids (as ntx_generate
  * gives them) over the audio module's output a, where the file has the word
- * timestamp head and its vocabulary (else none); *words malloc'd. */
-int ntx_word_times(const ntx_model *m, const nt_audio *a, const int *ids, uint32_t n,
-                   nt_word **words, size_t *count);
+ * timestamp head and its vocabulary (else none); *words malloc'd. The head
+ * runs in `towers` (a session's), or in an arena of its own where NULL. */
+int ntx_word_times(const ntx_model *m, nt_arena *towers, const nt_audio *a, const int *ids,
+                   uint32_t n, nt_word **words, size_t *count);
 
 /* All of it: 16 kHz mono pcm → a result (text; one segment over the piece;
  * the timed words where the file has the word timestamp head). */
