@@ -17,7 +17,7 @@ void gpu_moe_route(gpu_rec *rec, const gpu_router *r, gpu_buffer *logits, uint32
                    uint32_t rows) {
   if (rows == 0) return;
   uint32_t E = r->experts;
-  bool ok = E >= 2 && E <= 1024 && r->n_group >= 1 && r->n_group <= 64 && E % r->n_group == 0 &&
+  bool ok = rows <= 65535 && E >= 2 && E <= 1024 && r->n_group >= 1 && r->n_group <= 64 && E % r->n_group == 0 &&
             E / r->n_group >= 2 && r->topk_group >= 1 && r->topk_group <= r->n_group &&
             r->k >= 1 && r->k <= 32 && r->k <= E / r->n_group * r->topk_group &&
             gpu_slice_fits(logits, l_off, l_stride, rows, E) && fits_words(bias, E) &&
@@ -31,7 +31,7 @@ void gpu_moe_route(gpu_rec *rec, const gpu_router *r, gpu_buffer *logits, uint32
   } p = {rows, E, r->k, r->n_group, r->topk_group, r->norm, r->scale, l_off, l_stride};
   gpu_buffer *bufs[] = {logits, bias, idx, wts};
   gpu_kernel *k = gpu_rec_kernel(rec, "moe_route", NULL, 0);
-  gpu_dispatch(rec, k, bufs, 4, &p, sizeof p, (rows + 63) / 64, 1, 1);
+  gpu_dispatch(rec, k, bufs, 4, &p, sizeof p, rows, 1, 1); /* a workgroup per row */
 }
 
 typedef struct {
@@ -96,13 +96,36 @@ typedef struct {
   uint32_t K, rows, k, wk, cap, a_off, a_stride;
 } grouped_push;
 
+/* Whether moe_tc (the tensor cores, as gemm_tc) takes a grouped stage: where
+ * gemm_tc passed its probe and the fast kernels are on, for F16 or BF16
+ * weights and 128-bit aligned input rows. */
+static bool tc_stage(gpu_rec *rec, const gpu_linear *l, const grouped_push *p) {
+  gpu_device *d = gpu_rec_device(rec);
+  return gpu_using_fast(d) && gpu_gemm_variant_ok(d, GPU_GEMM_TC64) &&
+         (l->type == GPU_F16 || l->type == GPU_BF16) && p->k % 8 == 0 && p->a_off % 4 == 0 &&
+         p->a_stride % 4 == 0;
+}
+
+/* moe_tc's tile: 64 pairs × 64 rows of an expert (2 × 2 subgroups of 2 × 2
+ * matrices), as a prompt gives each expert tens of pairs. */
+enum { TC_SG_M = 2, TC_SG_N = 2, TC_TM = 2, TC_TN = 2 };
+
 /* One grouped stage over every expert of l (its rows / per of them). */
 static void grouped(gpu_rec *rec, const gpu_linear *l, uint32_t stage, gpu_buffer *a,
                     gpu_buffer *list, gpu_buffer *count, gpu_buffer *out, const grouped_push *p) {
-  uint32_t spec[2] = {l->type, stage}, gx = (p->rows + 7) / 8;
+  uint32_t experts = l->rows / p->rows;
   gpu_buffer *bufs[] = {a, list, count, out, l->w, l->scales ? l->scales : l->w};
+  if (tc_stage(rec, l, p)) {
+    uint32_t spec[7] = {l->type, TC_SG_M, TC_SG_N, TC_TM, TC_TN, 32 * TC_SG_M * TC_SG_N, stage};
+    uint32_t bm = TC_SG_M * TC_TM * 16, bn = TC_SG_N * TC_TN * 16;
+    gpu_kernel *k = gpu_rec_kernel(rec, "moe_tc", spec, 7);
+    gpu_dispatch(rec, k, bufs, 5, p, sizeof *p, (p->rows + bn - 1) / bn, (p->cap + bm - 1) / bm,
+                 experts);
+    return;
+  }
+  uint32_t spec[2] = {l->type, stage}, gx = (p->rows + 7) / 8;
   gpu_kernel *k = gpu_rec_kernel(rec, "moe_grouped", spec, 2);
-  gpu_dispatch(rec, k, bufs, 6, p, sizeof *p, gx < 65535 ? gx : 65535, l->rows / p->rows, 1);
+  gpu_dispatch(rec, k, bufs, 6, p, sizeof *p, gx < 65535 ? gx : 65535, experts, 1);
 }
 
 /* The lists fit `rows` rows of the experts of l. */
