@@ -40,6 +40,7 @@ typedef struct {
   uint32_t ctx, pos;
   gpu_buffer *logits;  /* [logit_rows][head width] */
   uint32_t logit_rows;
+  gpu_buffer *id, *id_scratch; /* greedy: the last row's argmax (host-visible), its split */
   int (*abort)(void *user); /* asked before each generated token (NULL: never) */
   void *abort_user;
 } nemotron_h_session;

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "gpu/argmax.h"
 #include "gpu/decode.h"
 #include "models/nemotron_h/nemotron_h.h"
 
@@ -44,6 +45,8 @@ void nemotron_h_session_free(nemotron_h_session *s) {
   free(s->cache);
   hybrid_scratch_free(&s->s);
   gpu_buffer_free(s->logits);
+  gpu_buffer_free(s->id);
+  gpu_buffer_free(s->id_scratch);
   gpu_rec_free(s->rec);
   free(s);
 }
@@ -125,28 +128,51 @@ static int check_rows(const nemotron_h_session *s, uint32_t n) {
   return 0;
 }
 
-int nemotron_h_feed(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
-                    float *logits, bool all_rows) {
+/* The buffers of greedy's argmax (made on its first use). */
+static int room_id(nemotron_h_session *s) {
+  if (s->id) return 0;
+  TRY(gpu_argmax_ids_new(s->m->dev, 1, &s->id));
+  return gpu_buffer_new(s->m->dev, gpu_argmax_scratch(1, s->m->vocab) * sizeof(uint32_t),
+                        &s->id_scratch);
+}
+
+/* nemotron_h_feed, and with `id` (not NULL) the argmax of the last row's
+ * logits taken on the GPU in the same submission: only the id comes back. */
+static int feed(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
+                float *logits, bool all_rows, int *id) {
   const nemotron_h *m = s->m;
   const hybrid_dims *d = &m->d;
   TRY(check_rows(s, n));
-  uint32_t lr = logits ? (all_rows ? n : 1) : 0, W = gpu_linear_width(head(m));
+  bool head_rows = logits || id;
+  uint32_t lr = head_rows ? (logits && all_rows ? n : 1) : 0, W = gpu_linear_width(head(m));
   TRY(room(s, n, lr));
+  if (id) TRY(room_id(s));
   TRY(gpu_rec_begin(s->rec));
   TRY(inputs(s, ids, embeds, n));
   record_layers(s, n, m->layers);
-  if (logits) { /* the final norm of the rows wanted, then the head */
+  if (head_rows) { /* the final norm of the rows wanted, then the head */
     uint32_t first = n - lr;
     gpu_rms_norm(s->rec, s->s.x, first * d->stride, d->stride, NULL, 0, 0, m->norm_f, d->eps, d->d,
                  s->s.h, 0, d->stride, lr, d->d);
     hybrid_linear(s->rec, s->s.h, d->stride, head(m), s->logits, lr, GPU_EPI_BIAS);
   }
+  if (id) gpu_argmax(s->rec, s->logits, (lr - 1) * W, W, 1, m->vocab, s->id, 0, s->id_scratch);
   TRY(gpu_rec_run(s->rec));
   s->pos += n;
-  for (uint32_t r = 0; r < lr; r++)
+  for (uint32_t r = 0; logits && r < lr; r++)
     TRY(gpu_download(s->logits, (size_t)r * W * sizeof(float), logits + (size_t)r * m->vocab,
                      m->vocab * sizeof(float)));
+  if (id) {
+    uint32_t got;
+    TRY(gpu_download(s->id, 0, &got, sizeof got));
+    *id = (int)got;
+  }
   return 0;
+}
+
+int nemotron_h_feed(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
+                    float *logits, bool all_rows) {
+  return feed(s, ids, embeds, n, logits, all_rows, NULL);
 }
 
 int nemotron_h_hidden(nemotron_h_session *s, const int *ids, uint32_t n, uint32_t layers,
@@ -167,28 +193,19 @@ int nemotron_h_hidden(nemotron_h_session *s, const int *ids, uint32_t n, uint32_
   return 0;
 }
 
-static int argmax(const float *x, uint32_t n) {
-  uint32_t best = 0;
-  for (uint32_t i = 1; i < n; i++)
-    if (x[i] > x[best]) best = i;
-  return (int)best;
-}
-
+/* Each token is the argmax of the last row's logits, taken on the GPU (as
+ * the loop `if (x[i] > x[best]) best = i`: ties to the lowest id, argmax.comp). */
 int nemotron_h_greedy(nemotron_h_session *s, const int *ids, const float *embeds, uint32_t n,
                       uint32_t max_new, const int *stop, int n_stop, int *out, uint32_t *n_out) {
   *n_out = 0;
-  float *logits = mem_alloc(s->m->vocab, sizeof *logits);
-  if (!logits) return STENO_ERR_NOMEM;
-  int st = nemotron_h_feed(s, ids, embeds, n, logits, false);
+  int tok = 0, st = feed(s, ids, embeds, n, NULL, false, max_new ? &tok : NULL);
   while (!st && *n_out < max_new) {
-    int tok = argmax(logits, s->m->vocab);
     out[(*n_out)++] = tok;
     bool end = false;
     for (int i = 0; i < n_stop; i++) end = end || tok == stop[i];
     if (end || *n_out == max_new) break;
     if (s->abort && s->abort(s->abort_user)) st = err_set(STENO_ERR_ABORTED, "nemotron_h: aborted");
-    else st = nemotron_h_feed(s, &tok, NULL, 1, logits, false);
+    else st = feed(s, &tok, NULL, 1, NULL, false, &tok);
   }
-  free(logits);
   return st;
 }
