@@ -381,6 +381,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, help="write the JSON here too")
     p.add_argument("--keep", action="store_true", help="leave the GGUF and clip in the work folder")
     p.add_argument("--no-hf", action="store_true", help="skip transformers' timings (e.g. with --hidden)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only the audio tower eager and under torch.compile (no GGUF, no steno)")
     p.add_argument("--hidden", type=int, default=0, metavar="N",
                    help="also compare the decoder's residual after each layer on N random ids "
                         "(steno with its chosen kernels and with STENO_FAST=off)")
@@ -402,6 +404,20 @@ def main() -> int:
                                                                   "published shapes"),
            "audio_s": a.seconds, "tokens": a.tokens, "runs": a.runs,
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    if a.compile_only:
+        inputs = proc.apply_transcription_request(audio=pcm)
+        inputs = {k: (v.to(device, torch.float32) if k == "input_features" else v.to(device))
+                  for k, v in inputs.items()}
+        with torch.no_grad():
+            eager = timed(lambda: model.get_audio_features(inputs["input_features"],
+                                                           inputs["input_features_mask"]), a.runs, device)
+            eager.pop("out")
+            res["towers_eager"] = eager
+            res["towers_compiled"] = compiled_towers(model, inputs, a.runs, device)
+        print(json.dumps(res, indent=1))
+        if a.out:
+            a.out.write_text(json.dumps(res, indent=1))
+        return 0
     log("transformers ...")
     res["transformers"] = {} if a.no_hf else bench_hf(model, proc, pcm, a.tokens, a.runs, device, a.compile)
     log(json.dumps({k: v for k, v in res["transformers"].items() if k != "ids"}))
