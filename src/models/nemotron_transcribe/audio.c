@@ -81,42 +81,55 @@ static void pool(const nt_config *c, const float *logits, uint32_t n, const uint
     }
 }
 
-/* Step input: the cache, the FIFO, then the chunk with its context; mask 1 on
- * the cached frames (transformers' step_mask). Returns the rows. */
-static uint32_t diar_input(const nt_config *c, const nt_spkcache *k, const float *emb, uint32_t w,
-                           nt_chunk ch, uint32_t valid, diar_host *h) {
+/* Step input: the cache, the FIFO (rows [0, cached) of h->in, from the host),
+ * then the chunk with its context (copied on the GPU from the projected
+ * frames); mask 1 on the cached frames (transformers' step_mask). */
+static void diar_input(const nt_config *c, const nt_spkcache *k, nt_chunk ch, uint32_t valid,
+                           uint32_t w, diar_host *h) {
   uint32_t nc = k->n_cache, nf = k->n_fifo, n = nc + nf + (ch.ctx_end - ch.ctx);
   memcpy(h->in, k->embeds, (size_t)nc * w * sizeof *h->in);
   memcpy(h->in + (size_t)nc * w, k->fifo, (size_t)nf * w * sizeof *h->in);
-  memcpy(h->in + (size_t)(nc + nf) * w, emb + (size_t)ch.ctx * w,
-         (size_t)(ch.ctx_end - ch.ctx) * w * sizeof *h->in);
   for (uint32_t i = 0; i < n; i++)
     h->mask[i] = i < nc + nf || (uint64_t)(ch.ctx + i - nc - nf) * c->sub < valid;
-  return n;
 }
 
-/* One step on the GPU: speaker logits [n·sub][speakers] into h->lg. A step
- * without padding reads the shared all-ones mask: only the input goes up. */
-static int diar_step(nt_arena *a, uint32_t n) {
+/* The diarization's stacked-frame projection of the raw features into a->emb. */
+static void diar_embed(nt_arena *a, uint32_t t) {
+  const nt_model *m = a->m;
+  gpu_gemm_strided(a->rec, a->feat, m->c.sub * m->c.mels, &m->diar.embed, a->emb, t,
+                   GPU_EPI_BIAS, 0);
+}
+
+/* One step on the GPU over n rows, `cached` of them from the host, the rest
+ * the chunk's projected frames: speaker logits [n·sub][speakers] into h->lg.
+ * The first step (t > 0) also projects the clip's frames and brings them to
+ * the host (the speaker cache there keeps them). A step without padding reads
+ * the shared all-ones mask. */
+static int diar_step(nt_arena *a, uint32_t n, uint32_t cached, nt_chunk ch, uint32_t t) {
   const nt_model *m = a->m;
   diar_bufs *b = &a->diar;
   diar_host *h = &a->h;
-  uint32_t S = m->c.speakers, lw = gpu_linear_width(&m->sf_out), rows = n * m->c.sub;
+  uint32_t S = m->c.speakers, lw = gpu_linear_width(&m->sf_out), rows = n * m->c.sub, w = b->w;
   bool padded = false;
   for (uint32_t i = 0; i < n; i++) padded = padded || !h->mask[i];
   b->s.mask = padded ? a->own_mask[1] : a->ones;
   if (padded) TRY(gpu_upload(b->s.mask, 0, h->mask, (size_t)n * sizeof *h->mask));
-  TRY(gpu_upload(b->s.x, 0, h->in, (size_t)n * b->w * sizeof *h->in));
+  if (cached) TRY(gpu_upload(b->s.x, 0, h->in, (size_t)cached * w * sizeof *h->in));
   TRY(gpu_rec_begin(a->rec));
+  if (t) diar_embed(a, t);
+  gpu_copy_rows(a->rec, a->emb, ch.ctx * w, w, b->s.x, cached * w, w, n - cached, w);
   diar_record(m, a->rec, b, n);
   TRY(gpu_rec_run(a->rec));
+  if (t) TRY(gpu_download(a->emb, 0, a->host_emb, (size_t)t * w * sizeof *a->host_emb));
   TRY(gpu_download(b->logits, 0, h->wide, (size_t)rows * lw * sizeof *h->wide));
   for (uint32_t r = 0; r < rows; r++) memcpy(h->lg + (size_t)r * S, h->wide + (size_t)r * lw, S * sizeof *h->lg);
+  memcpy(h->in + (size_t)cached * w, a->host_emb + (size_t)ch.ctx * w,
+         (size_t)(n - cached) * w * sizeof *h->in);
   return 0;
 }
 
-/* The offline diarization over the projected frames a->host_emb [t][w]:
- * speaker logits [t·sub][speakers] into out, the speaker cache on the host. */
+/* The offline diarization over the clip's t frames: speaker logits
+ * [t·sub][speakers] into out, the speaker cache on the host. */
 static int diar_steps(nt_arena *a, uint32_t t, uint32_t valid, float *out) {
   const nt_config *c = &a->m->c;
   uint32_t S = c->speakers, T = a->diar.s.t;
@@ -127,10 +140,10 @@ static int diar_steps(nt_arena *a, uint32_t t, uint32_t valid, float *out) {
   int st = 0;
   for (uint32_t i = 0; i < t && !st; i += c->chunk) {
     nt_chunk ch = nt_chunk_at(c, i, t);
-    uint32_t cached = k->n_cache + k->n_fifo;
-    uint32_t n = diar_input(c, k, a->host_emb, a->diar.w, ch, valid, h);
+    uint32_t cached = k->n_cache + k->n_fifo, n = cached + (ch.ctx_end - ch.ctx);
     if (n > T) st = err_set(STENO_ERR_INVALID, "diarization: %u frames in a step of %u", n, T);
-    if (!st) st = diar_step(a, n);
+    if (!st) diar_input(c, k, ch, valid, a->diar.w, h);
+    if (!st) st = diar_step(a, n, cached, ch, i ? 0 : t);
     if (st) break;
     pool(c, h->lg, n, h->mask, h->probs);
     uint32_t back = ch.start - ch.ctx, len = ch.end - ch.start;
@@ -151,17 +164,6 @@ static int upload_features(nt_arena *a, const nt_audio *o) {
   memcpy(norm, o->features, count * sizeof *norm);
   TRY(mel_normalize(norm, o->valid, (int)c->mels));
   return gpu_upload(a->feat, 0, a->host_feat, 2 * count * sizeof *norm);
-}
-
-/* The diarization's stacked-frame projection of the raw features, to the host
- * (the speaker cache there reads it). */
-static int diar_embed(nt_arena *a, uint32_t t) {
-  const nt_model *m = a->m;
-  TRY(gpu_rec_begin(a->rec));
-  gpu_gemm_strided(a->rec, a->feat, m->c.sub * m->c.mels, &m->diar.embed, a->emb, t,
-                   GPU_EPI_BIAS, 0);
-  TRY(gpu_rec_run(a->rec));
-  return gpu_download(a->emb, 0, a->host_emb, (size_t)t * a->diar.w * sizeof(float));
 }
 
 /* Speaker probabilities and 0/1 activities per encoder frame from the logits. */
@@ -263,9 +265,10 @@ static int alloc_outputs(const nt_model *m, nt_audio *o) {
              : STENO_ERR_NOMEM;
 }
 
-/* Round trips: the features (and the masks of padded ASR runs) go up once;
- * the diarization's projection comes down for the host's speaker cache; each
- * diarization step sends its input and takes back its logits; the speech
+/* Round trips: the features go up once; each diarization step sends the
+ * speaker cache and FIFO (none in the first) and takes back its logits (the
+ * first also the projected frames, whose chunks the steps copy on the GPU);
+ * then the activities and the masks of padded ASR runs go up, and the speech
  * encoder (needed only by the combination) runs with it, one download at the
  * end. */
 int nt_audio_run_in(nt_arena *a, const float *pcm, size_t n, nt_audio *o) {
@@ -280,7 +283,6 @@ int nt_audio_run_in(nt_arena *a, const float *pcm, size_t n, nt_audio *o) {
   }
   if (!st) st = nt_arena_fit(a, o->t);
   if (!st) st = upload_features(a, o);
-  if (!st) st = diar_embed(a, o->t);
   if (!st) st = diar_steps(a, o->t, o->valid, o->speaker_logits);
   if (!st) activities(c, o);
   if (!st) st = asr_combine(a, o);
