@@ -167,8 +167,8 @@ typedef struct {
   float *fifo;         /* [fifo][dd] */
   uint32_t n_cache, n_fifo;
   bool compressed;
-  float *work;         /* scratch for compression */
-  size_t work_cap;
+  void *work;          /* a step's scratch (grown: warm steps allocate nothing) */
+  size_t work_cap;     /* its bytes */
 } nt_spkcache;
 
 int nt_spkcache_init(nt_spkcache *s, const nt_config *c, uint32_t dd);
