@@ -1,12 +1,12 @@
 #!/bin/sh
 # Compiles the benchmarks (bench/gemm_speed.c, bench/gemm_tc_sweep.c, bench/row_kernels.c, bench/mel_speed.c,
-# bench/nemotron_h_speed.c, bench/nemotron_transcribe_speed.c)
+# bench/nemotron_h_speed.c, bench/nemotron_transcribe_speed.c, bench/greedy_argmax.c)
 # against a built libsteno.a into that build dir, to run there or elsewhere.
 #   bench/build_benches.sh BUILD_DIR
 set -e
 build=${1:?usage: build_benches.sh BUILD_DIR}
 cd "$(dirname "$0")/.."
-for b in gemm_speed gemm_tc_sweep row_kernels mel_speed nemotron_h_speed nemotron_transcribe_speed; do
+for b in gemm_speed gemm_tc_sweep row_kernels mel_speed nemotron_h_speed greedy_argmax nemotron_transcribe_speed; do
   ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude -Itests "bench/$b.c" \
     tests/support/quant.c tests/support/gguf_write.c "$build/libsteno.a" -o "$build/$b" \
     -lvulkan -lpthread -lm -lz -lpcre2-8
