@@ -6,8 +6,13 @@
 set -e
 build=${1:?usage: build_benches.sh BUILD_DIR}
 cd "$(dirname "$0")/.."
+# A libsteno.a built with FFmpeg (the default) needs its libraries too.
+av=
+if grep -q '^STENO_FFMPEG:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  av=$(pkg-config --libs libavformat libavcodec libswresample libavutil)
+fi
 for b in gemm_speed gemm_tc_sweep row_kernels mel_speed nemotron_h_speed greedy_argmax nemotron_transcribe_speed; do
   ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude -Itests "bench/$b.c" \
     tests/support/quant.c tests/support/gguf_write.c "$build/libsteno.a" -o "$build/$b" \
-    -lvulkan -lpthread -lm -lz -lpcre2-8
+    $av -lvulkan -lpthread -lm -lz -lpcre2-8
 done
