@@ -345,6 +345,34 @@ def hidden_reference(model, n: int, work: Path, device: str) -> None:
     hs.astype(np.float32).tofile(work / "ref.bin")
 
 
+def hidden_reference_fp32(model, n: int, layers: int, work: Path, device: str) -> None:
+    """The first `layers` layers' residuals in fp32 on the same n ids (ref32.bin):
+    the bf16 weights upcast exactly, one layer at a time (the whole model in fp32
+    would not fit), the model's own masks; each layer back to its dtypes after."""
+    from transformers.models.nemotron_h import modeling_nemotron_h as mh
+    lm = model.model.language_model
+    g = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(0, model.config.text_config.vocab_size, (1, n), generator=g).to(device)
+    out = []
+    with torch.no_grad():
+        h = lm.embeddings(ids).float()
+        pos = torch.arange(n, device=h.device).unsqueeze(0)
+        kw = dict(config=lm.config, inputs_embeds=h, attention_mask=None, cache=None, position_ids=pos)
+        masks = {"full_attention": mh.create_causal_mask(**kw),
+                 "linear_attention": mh.create_recurrent_attention_mask(**kw)}
+        for block in lm.layers[:layers]:
+            dtypes = {k: p.dtype for k, p in block.named_parameters()}
+            block.float()
+            h = block(h, attention_mask=masks.get(block.block_type), position_ids=pos, cache=None,
+                      use_cache=False)
+            for k, p in block.named_parameters():
+                p.data = p.data.to(dtypes[k])  # bf16 values: exact both ways
+            out.append(h[0].float().cpu().numpy())
+    hs = np.stack(out)
+    log(f"fp32 reference hidden states {hs.shape}")
+    hs.astype(np.float32).tofile(work / "ref32.bin")
+
+
 def run_steno(bench: Path, gguf: Path, wav: Path, tokens: int, runs: int, timeout: int) -> dict:
     t0 = time.perf_counter()
     p = subprocess.run([str(bench), str(gguf), str(wav), str(tokens), str(runs)], capture_output=True, text=True,
@@ -380,6 +408,8 @@ def main() -> int:
     p.add_argument("--steno-timeout", type=int, default=420)
     p.add_argument("--out", type=Path, help="write the JSON here too")
     p.add_argument("--keep", action="store_true", help="leave the GGUF and clip in the work folder")
+    p.add_argument("--hidden-fp32", type=int, default=0, metavar="L",
+                   help="with --hidden: also an fp32 reference of the first L layers (upcast one at a time)")
     p.add_argument("--no-hf", action="store_true", help="skip transformers' timings (e.g. with --hidden)")
     p.add_argument("--compile-only", action="store_true",
                    help="only the audio tower eager and under torch.compile (no GGUF, no steno)")
@@ -423,6 +453,8 @@ def main() -> int:
     log(json.dumps({k: v for k, v in res["transformers"].items() if k != "ids"}))
     if a.hidden:
         hidden_reference(model, a.hidden, a.work, device)
+    if a.hidden and a.hidden_fp32:
+        hidden_reference_fp32(model, a.hidden, a.hidden_fp32, a.work, device)
     need = sum(p.numel() * 2 for p in model.parameters()) + (1 << 30)
     out = gguf_dir(need, a.work) / "nt_random.gguf"
     res["gguf_write_s"] = write_gguf(model, ckpt, out, "f32" if a.small else "bf16")
@@ -450,6 +482,12 @@ def main() -> int:
                                capture_output=True, text=True, timeout=a.steno_timeout, env=dict(os.environ, STENO_FAST=fast))
             res[f"hidden_{fast}"] = (p.stdout + p.stderr[-2000:]).splitlines()
             log("\n".join(res[f"hidden_{fast}"]))
+            if a.hidden_fp32:
+                p = subprocess.run([str(a.bench), str(out), "--hidden", str(a.work / "ids.bin"),
+                                    str(a.work / "ref32.bin")], capture_output=True, text=True,
+                                   timeout=a.steno_timeout, env=dict(os.environ, STENO_FAST=fast))
+                res[f"hidden_fp32_{fast}"] = (p.stdout + p.stderr[-2000:]).splitlines()
+                log("\n".join(res[f"hidden_fp32_{fast}"]))
     hf_ids, st_ids = res["transformers"].get("ids", []), res["steno"].get("ids", [])
     same = next((i for i, (x, y) in enumerate(zip(hf_ids, st_ids)) if x != y), min(len(hf_ids), len(st_ids)))
     res["same_leading_ids"] = same

@@ -10,7 +10,7 @@
  *   nemotron_transcribe_speed MODEL.gguf AUDIO.wav [tokens 64] [runs 5]
  * With --hidden IDS REF instead of AUDIO: the decoder's residual stream after
  * each layer for the int32 ids in IDS against REF's f32 [layers][n][d] (the
- * reference's hidden states), one line per layer: the largest difference
+ * reference's hidden states; its first layers only if it holds fewer), one line per layer: the largest difference
  * relative to the largest reference value, the largest value, non-finite count.
  * STENO_FAST=off|all|auto picks the kernels as the CLI does. */
 #include <math.h>
@@ -94,10 +94,12 @@ static int hidden(const ntx_model *m, ntx_session *s, const char *ids_path, cons
   size_t ib, rb;
   int *ids = read_all(ids_path, &ib);
   float *ref = read_all(ref_path, &rb);
-  uint32_t n = (uint32_t)(ib / sizeof *ids), d = m->lm->d.d, layers = m->lm->layers;
-  if (rb != (size_t)layers * n * d * sizeof *ref) {
-    fprintf(stderr, "nemotron_transcribe_speed: %zu reference bytes for %u layers × %u × %u\n", rb,
-            layers, n, d);
+  uint32_t n = (uint32_t)(ib / sizeof *ids), d = m->lm->d.d;
+  size_t per = (size_t)n * d * sizeof *ref; /* the reference may hold the first layers only */
+  uint32_t layers = per ? (uint32_t)(rb / per) : 0;
+  if (!n || rb % per || layers < 1 || layers > m->lm->layers) {
+    fprintf(stderr, "nemotron_transcribe_speed: %zu reference bytes for %u tokens × %u of %u layers\n",
+            rb, n, d, m->lm->layers);
     return 1;
   }
   float *h = malloc((size_t)n * d * sizeof *h);
