@@ -18,22 +18,7 @@
 #include "io/gguf.h"
 #include "models/nemotron_h/nemotron_h.h"
 #include "steno.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "timing.h"
 
 static void die(const char *what) {
   fprintf(stderr, "greedy_argmax: %s: %s\n", what, steno_last_error());
@@ -61,19 +46,19 @@ static void step(gpu_device *d, uint32_t v, int reps) {
     die("buffers");
   int a = 0, b = 0;
   for (int r = -1; r < reps; r++) { /* r = −1: warm-up */
-    double t = now_ms();
+    double t = bench_now_ms();
     if (gpu_rec_begin(rec) || gpu_rec_run(rec) || gpu_download(logits, 0, x, v * sizeof *x)) die("before");
     a = cpu_argmax(x, v);
-    if (r >= 0) before[r] = now_ms() - t;
-    t = now_ms();
+    if (r >= 0) before[r] = bench_now_ms() - t;
+    t = bench_now_ms();
     uint32_t got;
     if (gpu_rec_begin(rec)) die("after");
     gpu_argmax(rec, logits, 0, v, 1, v, id, 0, scratch);
     if (gpu_rec_run(rec) || gpu_download(id, 0, &got, sizeof got)) die("after");
     b = (int)got;
-    if (r >= 0) after[r] = now_ms() - t;
+    if (r >= 0) after[r] = bench_now_ms() - t;
   }
-  double mb = median(before, reps), ma = median(after, reps);
+  double mb = bench_median(before, reps), ma = bench_median(after, reps);
   printf("vocab %6u: read back + C loop %.3f ms, GPU argmax %.3f ms: %.2fx%s\n", v, mb, ma, mb / ma,
          a == b ? "" : "  IDS DIFFER");
   gpu_rec_free(rec);
@@ -107,17 +92,17 @@ static void tokens(gpu_device *d, const char *path, const char *keys, const char
   int differ = 0;
   for (int r = -1; r < reps; r++) {
     nemotron_h_reset(s);
-    double t = now_ms();
+    double t = bench_now_ms();
     greedy_cpu(s, ids, 8, count, a, logits);
-    if (r >= 0) before[r] = (now_ms() - t) / count;
+    if (r >= 0) before[r] = (bench_now_ms() - t) / count;
     nemotron_h_reset(s);
     uint32_t got;
-    t = now_ms();
+    t = bench_now_ms();
     if (nemotron_h_greedy(s, ids, NULL, 8, count, NULL, 0, b, &got) || got != count) die("greedy");
-    if (r >= 0) after[r] = (now_ms() - t) / count;
+    if (r >= 0) after[r] = (bench_now_ms() - t) / count;
     differ += memcmp(a, b, count * sizeof *a) != 0;
   }
-  double mb = median(before, reps), ma = median(after, reps);
+  double mb = bench_median(before, reps), ma = bench_median(after, reps);
   printf("%s (vocab %u), %u tokens after 8: read back + C loop %.3f ms/token, GPU argmax %.3f "
          "ms/token: %.2fx%s\n",
          path, m->vocab, count, mb, ma, mb / ma, differ ? "  TOKENS DIFFER" : ", same tokens");

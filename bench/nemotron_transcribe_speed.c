@@ -22,22 +22,7 @@
 #include "api/api.h"
 #include "models/nemotron_transcribe/transcribe.h"
 #include "steno.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "timing.h"
 
 static void die(const char *what) {
   fprintf(stderr, "nemotron_transcribe_speed: %s: %s\n", what, steno_last_error());
@@ -67,9 +52,9 @@ static double greedy(ntx_session *s, const int *ids, const float *rows, uint32_t
                      int *out) {
   uint32_t got;
   nemotron_h_reset(s->lm);
-  double t = now_ms();
+  double t = bench_now_ms();
   if (nemotron_h_greedy(s->lm, ids, rows, n, count, NULL, 0, out, &got)) die("decode");
-  t = now_ms() - t;
+  t = bench_now_ms() - t;
   if (got != count) {
     fprintf(stderr, "nemotron_transcribe_speed: %u tokens of %u\n", got, count);
     exit(1);
@@ -124,7 +109,7 @@ static int hidden(const ntx_model *m, ntx_session *s, const char *ids_path, cons
       far += row[t] > 0.05;
       top = fmax(top, rt), diff = fmax(diff, dt);
     }
-    double med = median(row, (int)n);
+    double med = bench_median(row, (int)n);
     printf("layer %2u (%c): max|diff|/max|ref| %.3e  per token: median %.3e, %zu of %u over 5%%  "
            "max|ref| %.3g  max|steno| %.3g  non-finite %zu\n",
            l, "M*-E"[m->lm->kind[l - 1]], diff / top, med, far, n, top, big, bad);
@@ -166,11 +151,11 @@ int main(int argc, char **argv) {
   float *pcm;
   size_t n;
   if (steno_audio_load(argv[2], &pcm, &n)) die(argv[2]);
-  double t = now_ms();
+  double t = bench_now_ms();
   steno_model *model;
   steno_model_params mp = params();
   if (steno_model_load(argv[1], &mp, &model)) die(argv[1]);
-  double load = now_ms() - t;
+  double load = bench_now_ms() - t;
   if (strcmp(steno_model_architecture(model), "nemotron3_5_transcribe")) {
     fprintf(stderr, "nemotron_transcribe_speed: %s is %s\n", argv[1], steno_model_architecture(model));
     return 1;
@@ -188,9 +173,9 @@ int main(int argc, char **argv) {
   uint32_t np = 0;
   for (int r = 0; r <= runs; r++) {
     memset(&a, 0, sizeof a);
-    t = now_ms();
+    t = bench_now_ms();
     if (nt_audio_run_in(s->towers, pcm, n, &a)) die("towers");
-    tw[r] = now_ms() - t;
+    tw[r] = bench_now_ms() - t;
     if (r < runs) nt_audio_free(&a);
   }
   prompt_rows(m, &a, &ids, &rows, &np);
@@ -199,7 +184,8 @@ int main(int argc, char **argv) {
     tn[r] = greedy(s, ids, rows, np, tokens + 1, out);
   }
   double first_tw = tw[0], first_t1 = t1[0];
-  double mw = median(tw + 1, runs), m1 = median(t1 + 1, runs), mn = median(tn + 1, runs);
+  double mw = bench_median(tw + 1, runs), m1 = bench_median(t1 + 1, runs);
+  double mn = bench_median(tn + 1, runs);
   size_t peak;
   int fast;
   steno_model_memory(model, NULL, &peak);
