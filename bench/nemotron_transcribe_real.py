@@ -48,6 +48,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import convert_nemotron_transcribe as conv  # noqa: E402
+from dump_nemotron_transcribe import TEMPLATE  # noqa: E402  (the fixture's ChatML-like chat template)
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 
 SEED = 20261203
@@ -56,13 +57,6 @@ SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<think>", "</
 CORPUS = ["Audio transcription. Language: as spoken. Wording: verbatim, including fillers and repetitions. "
           "Formatting: punctuation and capitalization. Output: transcript only.",
           "The quick brown fox jumps over the lazy dog.", "speaker one said yes and speaker two said no"] * 4
-TEMPLATE = (
-    "{%- for message in messages -%}\n<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for c in message['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-    "{% elif c['type'] == 'audio' %}<|audio|>{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor -%}\n{%- if add_generation_prompt -%}<|im_start|>assistant\n"
-    "{% if not (enable_thinking | default(true)) %}<think></think>{% endif %}{%- endif -%}")
 # --small: the tiny fixture's shapes (scripts/dump_nemotron_transcribe.py), chunking scaled down.
 SMALL_AUDIO = dict(
     asr_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2),
