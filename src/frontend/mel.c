@@ -81,8 +81,9 @@ void mel_free(mel_frontend *m) {
 
 /* Per-feature normalization over the first `valid` frames: (x − mean) /
  * (unbiased std + 1e-5). The sums run over frames
- * in order for every feature at once (rows of x are contiguous). */
-int mel_normalize(float *x, size_t valid, int n_mels) {
+ * in order for every feature at once (rows of x are contiguous). Reading src
+ * and writing dst (which may be src) spares a caller that keeps both a copy. */
+int mel_normalize_into(float *dst, const float *src, size_t valid, int n_mels) {
   double *sum = mem_alloc(2 * (size_t)n_mels, sizeof *sum), *sq = sum + n_mels;
   float *mean = mem_alloc(2 * (size_t)n_mels, sizeof *mean), *scale = mean + n_mels;
   if (!sum || !mean) {
@@ -92,20 +93,22 @@ int mel_normalize(float *x, size_t valid, int n_mels) {
   }
   for (int m = 0; m < n_mels; m++) sum[m] = sq[m] = 0;
   for (size_t t = 0; t < valid; t++)
-    for (int m = 0; m < n_mels; m++) sum[m] += x[t * n_mels + m];
+    for (int m = 0; m < n_mels; m++) sum[m] += src[t * n_mels + m];
   for (int m = 0; m < n_mels; m++) mean[m] = (float)(sum[m] / (double)valid);
   for (size_t t = 0; t < valid; t++)
     for (int m = 0; m < n_mels; m++) {
-      double d = x[t * n_mels + m] - mean[m];
+      double d = src[t * n_mels + m] - mean[m];
       sq[m] += d * d;
     }
   for (int m = 0; m < n_mels; m++) scale[m] = (float)sqrt(sq[m] / (double)(valid - 1)) + 1e-5f;
   for (size_t t = 0; t < valid; t++)
-    for (int m = 0; m < n_mels; m++) x[t * n_mels + m] = (x[t * n_mels + m] - mean[m]) / scale[m];
+    for (int m = 0; m < n_mels; m++) dst[t * n_mels + m] = (src[t * n_mels + m] - mean[m]) / scale[m];
   free(sum);
   free(mean);
   return 0;
 }
+
+int mel_normalize(float *x, size_t valid, int n_mels) { return mel_normalize_into(x, x, valid, n_mels); }
 
 /* Frame t of the pre-emphasized signal, zero outside the clip: samples
  * t·hop − n_fft/2 … + n_fft. */

@@ -41,4 +41,9 @@ int mel_compute(const mel_frontend *m, const float *pcm, size_t n, float *out, s
  * (mean, unbiased std + 1e-5), as mel_compute does with c.normalize. */
 int mel_normalize(float *x, size_t valid, int n_mels);
 
+/* The same from src into dst (which may be src): the same bits as
+ * mel_normalize on a copy of src's first `valid` rows; dst's other rows are
+ * left as they are. */
+int mel_normalize_into(float *dst, const float *src, size_t valid, int n_mels);
+
 #endif

@@ -95,9 +95,9 @@ static void clip_free(nt_arena *a) {
   gpu_buffer_free(a->feat), gpu_buffer_free(a->asr_out), gpu_buffer_free(a->emb);
   gpu_buffer_free(a->act), gpu_buffer_free(a->states), gpu_buffer_free(a->embeds);
   gpu_buffer_free(a->out);
-  free(a->host_feat), free(a->host_emb), free(a->host_act), free(a->host_out);
+  free(a->host_feat), free(a->host_emb), free(a->host_act);
   a->feat = a->asr_out = a->emb = a->act = a->states = a->embeds = a->out = NULL;
-  a->host_feat = a->host_emb = a->host_act = a->host_out = NULL;
+  a->host_feat = a->host_emb = a->host_act = NULL;
   a->cap = 0;
 }
 
@@ -118,8 +118,7 @@ static int grow(nt_arena *a, uint32_t t) {
   a->host_feat = mem_alloc(2 * frames * c->mels, sizeof(float));
   a->host_emb = mem_alloc(T * w, sizeof(float));
   a->host_act = mem_alloc(T * A, sizeof(float)); /* the padding columns stay zero */
-  a->host_out = mem_alloc(T * res, sizeof(float));
-  if (!st && !(a->host_feat && a->host_emb && a->host_act && a->host_out)) st = STENO_ERR_NOMEM;
+  if (!st && !(a->host_feat && a->host_emb && a->host_act)) st = STENO_ERR_NOMEM;
   if (st) return clip_free(a), st;
   a->cap = t;
   return 0;

@@ -53,8 +53,8 @@ struct nt_arena {
   gpu_buffer *act;        /* [cap][speakers padded to 32] activities */
   gpu_buffer *states;     /* [cap][d padded to 64] */
   gpu_buffer *embeds;     /* [cap][proj width] */
-  gpu_buffer *out;        /* [cap][2·d + d_lm]: states, asr, embeds packed for one download */
-  float *host_feat, *host_emb, *host_act, *host_out; /* their host sides */
+  gpu_buffer *out;        /* [cap][2·d + d_lm]: states, asr, embeds packed (one submission fills them) */
+  float *host_feat, *host_emb, *host_act; /* their host sides (out comes down into nt_audio) */
   /* The word timestamp head's (timestamps.c; made on its first run). */
   wts_bufs *wts;
   float *wts_host;        /* [rows][head width]: one chunk's logits */

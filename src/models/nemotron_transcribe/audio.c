@@ -121,8 +121,13 @@ static int diar_step(nt_arena *a, uint32_t n, uint32_t cached, nt_chunk ch, uint
   diar_record(m, a->rec, b, n);
   TRY(gpu_rec_run(a->rec));
   if (t) TRY(gpu_download(a->emb, 0, a->host_emb, (size_t)t * w * sizeof *a->host_emb));
-  TRY(gpu_download(b->logits, 0, h->wide, (size_t)rows * lw * sizeof *h->wide));
-  for (uint32_t r = 0; r < rows; r++) memcpy(h->lg + (size_t)r * S, h->wide + (size_t)r * lw, S * sizeof *h->lg);
+  if (lw == S) { /* rows without padding come down as they are */
+    TRY(gpu_download(b->logits, 0, h->lg, (size_t)rows * S * sizeof *h->lg));
+  } else {
+    TRY(gpu_download(b->logits, 0, h->wide, (size_t)rows * lw * sizeof *h->wide));
+    for (uint32_t r = 0; r < rows; r++)
+      memcpy(h->lg + (size_t)r * S, h->wide + (size_t)r * lw, S * sizeof *h->lg);
+  }
   memcpy(h->in + (size_t)cached * w, a->host_emb + (size_t)ch.ctx * w,
          (size_t)(n - cached) * w * sizeof *h->in);
   return 0;
@@ -155,14 +160,15 @@ static int diar_steps(nt_arena *a, uint32_t t, uint32_t valid, float *out) {
 }
 
 /* The raw log-mel, then its normalized copy (the speech encoder's input), in
- * one upload. */
+ * one upload; the copy is normalized straight from the raw features (no
+ * second copy to normalize in place), its padding rows copied as they are. */
 static int upload_features(nt_arena *a, const nt_audio *o) {
   const nt_config *c = &a->m->c;
-  size_t count = (size_t)o->frames * c->mels;
+  size_t count = (size_t)o->frames * c->mels, head = (size_t)o->valid * c->mels;
   float *norm = a->host_feat + count;
   memcpy(a->host_feat, o->features, count * sizeof *norm);
-  memcpy(norm, o->features, count * sizeof *norm);
-  TRY(mel_normalize(norm, o->valid, (int)c->mels));
+  TRY(mel_normalize_into(norm, o->features, o->valid, (int)c->mels));
+  memcpy(norm + head, o->features + head, (count - head) * sizeof *norm);
   return gpu_upload(a->feat, 0, a->host_feat, 2 * count * sizeof *norm);
 }
 
@@ -231,7 +237,8 @@ static void combine_record(nt_arena *a, uint32_t t) {
   gpu_copy_rows(rec, a->embeds, 0, E, a->out, 2 * t * d, c->d_lm, t, c->d_lm);
 }
 
-/* The speech encoder and the combination in one submission, one download. */
+/* The speech encoder and the combination in one submission; its three
+ * outputs (packed in a->out) come down straight into the caller's arrays. */
 static int asr_combine(nt_arena *a, nt_audio *o) {
   const nt_config *c = &a->m->c;
   uint32_t t = o->t, S = c->speakers, A = (S + 31) / 32 * 32, masks;
@@ -244,11 +251,10 @@ static int asr_combine(nt_arena *a, nt_audio *o) {
   asr_record(a, o->frames, t, o->valid);
   combine_record(a, t);
   TRY(gpu_rec_run(a->rec));
-  TRY(gpu_download(a->out, 0, a->host_out, (2 * td + (size_t)t * c->d_lm) * sizeof(float)));
-  memcpy(o->states, a->host_out, td * sizeof(float));
-  memcpy(o->asr, a->host_out + td, td * sizeof(float));
-  memcpy(o->embeds, a->host_out + 2 * td, (size_t)t * c->d_lm * sizeof(float));
-  return 0;
+  size_t f = sizeof(float);
+  TRY(gpu_download(a->out, 0, o->states, td * f));
+  TRY(gpu_download(a->out, td * f, o->asr, td * f));
+  return gpu_download(a->out, 2 * td * f, o->embeds, (size_t)t * c->d_lm * f);
 }
 
 static int alloc_outputs(const nt_model *m, nt_audio *o) {
