@@ -54,6 +54,10 @@ struct gpu_device {
   VkCommandBuffer xfer[2];
   VkFence xfer_fence[2];
   gpu_buffer *staging;
+  /* Downloads land in host-cached memory where the device has it: reading the
+   * write-combined staging above from the CPU is slow (NVIDIA's first
+   * host-visible type is uncached). Else the same buffer as staging. */
+  gpu_buffer *readback;
   /* gpu_upload_batch: uploads are copied into the half being filled and their
    * copies recorded in its command buffer, which is submitted when the half is
    * full, and before any other transfer or submission; big copies into
@@ -154,5 +158,8 @@ int gpu_choose(const gpu_info *infos, int n, const steno_model_params *params, i
 
 /* A buffer in host-visible, coherent memory, mapped (staging, marks). */
 int gpu_buffer_host(gpu_device *dev, size_t bytes, gpu_buffer **out);
+/* The same in host-cached memory, for the CPU to read (NULL *out and 0 where
+ * the device has no such memory type). */
+int gpu_buffer_host_cached(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
 #endif

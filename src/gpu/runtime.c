@@ -142,6 +142,15 @@ int gpu_buffer_host(gpu_device *d, size_t bytes, gpu_buffer **out) {
                      out);
 }
 
+int gpu_buffer_host_cached(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  VkMemoryPropertyFlags f = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                            VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  *out = NULL;
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+    if ((d->mem.memoryTypes[i].propertyFlags & f) == f) return buffer_make(d, bytes, f, out);
+  return 0;
+}
+
 void gpu_buffer_free(gpu_buffer *b) {
   if (!b) return;
   gpu_device *d = b->dev;
@@ -196,7 +205,7 @@ static int staged_copy(gpu_device *d, gpu_buffer *b, size_t offset, size_t bytes
   VkBufferCopy region = {.srcOffset = to_device ? at : offset,
                          .dstOffset = to_device ? offset : at,
                          .size = bytes};
-  vkCmdCopyBuffer(cb, to_device ? d->staging->buf : b->buf, to_device ? b->buf : d->staging->buf, 1,
+  vkCmdCopyBuffer(cb, to_device ? d->staging->buf : b->buf, to_device ? b->buf : d->readback->buf, 1,
                   &region);
   VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -398,7 +407,8 @@ static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool t
   for (size_t done = 0, i = 0; done < bytes && !st; i++) {
     int half = (int)(i % 2);
     size_t n = bytes - done < STAGING_HALF ? bytes - done : STAGING_HALF;
-    char *at = (char *)host + done, *stage = (char *)d->staging->map + (size_t)half * STAGING_HALF;
+    gpu_buffer *sb = to_device ? d->staging : d->readback;
+    char *at = (char *)host + done, *stage = (char *)sb->map + (size_t)half * STAGING_HALF;
     st = staged_wait(d, pending, half);
     if (!st && to_device) memcpy(stage, at, n);
     if (!st) st = staged_copy(d, b, offset + done, n, to_device, half);
@@ -641,7 +651,11 @@ static int device_create(gpu_device *d) {
     r = vkCreateFence(d->dev, &fi, NULL, &d->xfer_fence[i]);
     if (r != VK_SUCCESS) return gpu_vk_error(r, "vkCreateFence");
   }
-  if (!d->info.unified) TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
+  if (!d->info.unified) {
+    TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
+    TRY(gpu_buffer_host_cached(d, STAGING_BYTES, &d->readback));
+    if (!d->readback) d->readback = d->staging;
+  }
   TRY(gpu_buffer_new(d, 16, &d->spare));
   gpu_pcache_open(d);
   if (!off) gpu_probe_fast(d);
@@ -747,6 +761,7 @@ void gpu_close(gpu_device *d) {
       vkDestroyShaderModule(d->dev, d->kernels[i]->module, NULL);
       free(d->kernels[i]);
     }
+    if (d->readback != d->staging) gpu_buffer_free(d->readback);
     gpu_buffer_free(d->staging);
     gpu_buffer_free(d->spare);
     gpu_buffer_free(d->scratch);
