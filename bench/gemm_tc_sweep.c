@@ -14,12 +14,7 @@
 #include "gpu/internal.h"
 #include "gpu/linear.h"
 #include "support/quant.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "timing.h"
 
 static float *random_floats(size_t n, float scale) {
   float *v = malloc(n * sizeof *v);
@@ -72,13 +67,13 @@ static double timed(gpu_device *d, const tile *t, gpu_buffer *a, const gpu_linea
       if (t) record(rec, t, a, l, c, part, m, splits);
       else gpu_gemm(rec, a, l, c, m, GPU_EPI_BIAS, 1.0f);
     }
-    double t0 = now();
+    double t0 = bench_now_ms();
     if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_tc_sweep: the GPU run failed\n"));
-    double dt = now() - t0;
+    double dt = bench_now_ms() - t0;
     best = dt < best ? dt : best;
   }
   gpu_rec_free(rec);
-  return best / reps * 1e6;
+  return best / reps * 1e3; /* ms → µs */
 }
 
 int main(int argc, char **argv) {

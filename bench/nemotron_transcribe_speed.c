@@ -29,24 +29,6 @@ static void die(const char *what) {
   exit(1);
 }
 
-/* The prompt's rows as ntx_generate builds them: −1 ids where audio embeddings go. */
-static void prompt_rows(const ntx_model *m, const nt_audio *a, int **ids, float **rows,
-                        uint32_t *n) {
-  if (ntx_prompt_ids(m, NULL, a->tokens, ids, n)) die("prompt");
-  uint32_t d = m->lm->d.d, used = 0;
-  *rows = calloc((size_t)*n * d, sizeof **rows);
-  if (!*rows) exit(1);
-  for (uint32_t i = 0; i < *n; i++)
-    if ((*ids)[i] == (int)m->audio->c.audio_token && used < a->tokens) {
-      (*ids)[i] = -1;
-      memcpy(*rows + (size_t)i * d, a->embeds + (size_t)used++ * d, d * sizeof **rows);
-    }
-  if (used != a->tokens) {
-    fprintf(stderr, "nemotron_transcribe_speed: %u audio rows for %u tokens\n", used, a->tokens);
-    exit(1);
-  }
-}
-
 /* Greedy decoding of `count` tokens after the prompt, no end token; ms. */
 static double greedy(ntx_session *s, const int *ids, const float *rows, uint32_t n, uint32_t count,
                      int *out) {
@@ -178,7 +160,7 @@ int main(int argc, char **argv) {
     tw[r] = bench_now_ms() - t;
     if (r < runs) nt_audio_free(&a);
   }
-  prompt_rows(m, &a, &ids, &rows, &np);
+  if (ntx_prompt_rows(m, &a, NULL, &ids, &rows, &np)) die("prompt");
   for (int r = 0; r <= runs; r++) {
     t1[r] = greedy(s, ids, rows, np, 1, out);
     tn[r] = greedy(s, ids, rows, np, tokens + 1, out);

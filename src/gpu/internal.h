@@ -158,8 +158,8 @@ int gpu_choose(const gpu_info *infos, int n, const steno_model_params *params, i
 
 /* A buffer in host-visible, coherent memory, mapped (staging, marks). */
 int gpu_buffer_host(gpu_device *dev, size_t bytes, gpu_buffer **out);
-/* The same in host-cached memory, for the CPU to read (NULL *out and 0 where
- * the device has no such memory type). */
+/* The same in host-cached memory, for the CPU to read (an error where the
+ * device has no such memory type for it). */
 int gpu_buffer_host_cached(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
 #endif

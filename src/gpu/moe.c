@@ -17,8 +17,8 @@ void gpu_moe_route(gpu_rec *rec, const gpu_router *r, gpu_buffer *logits, uint32
                    uint32_t rows) {
   if (rows == 0) return;
   uint32_t E = r->experts;
-  bool ok = rows <= 65535 && E >= 2 && E <= 1024 && r->n_group >= 1 && r->n_group <= 64 && E % r->n_group == 0 &&
-            E / r->n_group >= 2 && r->topk_group >= 1 && r->topk_group <= r->n_group &&
+  bool ok = rows <= 65535 && E >= 2 && E <= 1024 && r->n_group >= 1 && r->n_group <= 64 &&
+            E % r->n_group == 0 && E / r->n_group >= 2 && r->topk_group >= 1 && r->topk_group <= r->n_group &&
             r->k >= 1 && r->k <= 32 && r->k <= E / r->n_group * r->topk_group &&
             gpu_slice_fits(logits, l_off, l_stride, rows, E) && fits_words(bias, E) &&
             fits_words(idx, (uint64_t)rows * r->k) && fits_words(wts, (uint64_t)rows * r->k) &&

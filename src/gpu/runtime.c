@@ -143,12 +143,9 @@ int gpu_buffer_host(gpu_device *d, size_t bytes, gpu_buffer **out) {
 }
 
 int gpu_buffer_host_cached(gpu_device *d, size_t bytes, gpu_buffer **out) {
-  VkMemoryPropertyFlags f = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                            VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
-  *out = NULL;
-  for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
-    if ((d->mem.memoryTypes[i].propertyFlags & f) == f) return buffer_make(d, bytes, f, out);
-  return 0;
+  return buffer_make(d, bytes, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                     out);
 }
 
 void gpu_buffer_free(gpu_buffer *b) {
@@ -653,8 +650,8 @@ static int device_create(gpu_device *d) {
   }
   if (!d->info.unified) {
     TRY(gpu_buffer_host(d, STAGING_BYTES, &d->staging));
-    TRY(gpu_buffer_host_cached(d, STAGING_BYTES, &d->readback));
-    if (!d->readback) d->readback = d->staging;
+    /* No host-cached type the buffer may use: downloads share the staging. */
+    if (gpu_buffer_host_cached(d, STAGING_BYTES, &d->readback)) d->readback = d->staging;
   }
   TRY(gpu_buffer_new(d, 16, &d->spare));
   gpu_pcache_open(d);

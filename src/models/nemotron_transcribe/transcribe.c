@@ -228,8 +228,8 @@ int ntx_prompt_ids(const ntx_model *m, const char *instruction, uint32_t n_audio
 }
 
 /* The prompt's rows: ids, with −1 and the next audio embedding where <|audio|> stands. */
-static int prompt_rows(const ntx_model *m, const nt_audio *a, const char *instruction, int **ids,
-                       float **rows, uint32_t *n) {
+int ntx_prompt_rows(const ntx_model *m, const nt_audio *a, const char *instruction, int **ids,
+                    float **rows, uint32_t *n) {
   *rows = NULL;
   TRY(ntx_prompt_ids(m, instruction, a->tokens, ids, n));
   uint32_t d = m->lm->d.d, used = 0;
@@ -260,7 +260,7 @@ static int generate(ntx_session *s, const float *pcm, size_t n, const char *inst
   double t0 = time_now();
   int st = out ? nt_audio_run_in(s->towers, pcm, n, &a) : STENO_ERR_NOMEM;
   double t1 = time_now();
-  if (!st) st = prompt_rows(m, &a, instruction, &prompt, &rows, &np);
+  if (!st) st = ntx_prompt_rows(m, &a, instruction, &prompt, &rows, &np);
   if (!st && (uint64_t)np + max_new > s->lm->ctx)
     st = err_set(STENO_ERR_INVALID, "nemotron transcribe: a prompt of %u tokens and %u more do "
                  "not fit the context of %u", np, max_new, s->lm->ctx);

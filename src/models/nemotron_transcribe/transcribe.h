@@ -43,6 +43,12 @@ void ntx_session_free(ntx_session *s);
 int ntx_prompt_ids(const ntx_model *m, const char *instruction, uint32_t n_audio, int **ids,
                    uint32_t *n);
 
+/* The prompt's rows for the audio module's output a: the request's ids
+ * (*ids), −1 where an audio embedding goes, and those embeddings in *rows
+ * ([n][d_lm], the rest unset); both malloc'd, as the decoder's feed takes them. */
+int ntx_prompt_rows(const ntx_model *m, const nt_audio *a, const char *instruction, int **ids,
+                    float **rows, uint32_t *n);
+
 /* The generated ids for n samples (an end token included when one came), at
  * most max_new; *ids malloc'd. instruction: the user's request in place of
  * the default one (apply_transcription_request's prompt); NULL: the default. */
