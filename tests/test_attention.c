@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu/attention.h"
+#include "gpu/internal.h"
 #include "gpu_test.h"
 #include "steno.h"
 
@@ -21,6 +22,10 @@ typedef struct {
 /* The chunked mask of the next one() (NeMo's chunked_limited): 0, or the
  * chunk length and the chunks of left context. */
 static size_t test_chunk, test_left;
+/* The tolerance of the path under test, and the pos rows' padding past d. */
+#define TC_TOL 4e-3f
+static float test_tol = KERNEL_TOL;
+static size_t test_pos_pad = 3;
 
 /* Whether key j counts for query i under the chunked mask. */
 static bool chunk_kept(size_t i, size_t j) {
@@ -72,7 +77,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
    * then the dual outputs (q+v). */
   size_t stride = layout == SEPARATE ? 2 * d + 64 : layout == PACKED ? pad : pad + d;
   size_t xn = t * stride, vn = layout == SEPARATE ? t * d : 1;
-  size_t pos_stride = d + 3, pn = layout == RELATIVE ? (2 * t - 1) * pos_stride : 1;
+  size_t pos_stride = d + test_pos_pad, pn = layout == RELATIVE ? (2 * t - 1) * pos_stride : 1;
   size_t o_off = 5, o_stride = d + 9, on = o_off + t * o_stride;
   uint32_t seed = (uint32_t)(t * 1000 + hd * 10 + heads + layout);
   float *x = test_random(xn, seed), *vs = test_random(vn, seed + 1);
@@ -127,7 +132,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
   char what[160];
   snprintf(what, sizeof what, "attention %s t=%zu heads=%zu head_dim=%zu scale=%g%s chunk %zu/%zu",
            layouts[layout], t, heads, hd, sc, maskings[masking], test_chunk, test_left);
-  check_close(what, got, want, on, KERNEL_TOL);
+  check_close(what, got, want, on, test_tol);
   if (masking == MASK_ALL) {
     int finite = 1;
     for (size_t i = 0; i < on; i++) finite &= isfinite(got[i]);
@@ -145,7 +150,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
  * finite. The padding's values are random: a key read from it shows. */
 static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t heads, size_t hd) {
   size_t d = heads * hd, pad = (3 * d + 63) / 64 * 64, stride = layout == PACKED ? pad : pad + d;
-  size_t rows = n * t, xn = rows * stride, pos_stride = d + 3, pn = (2 * t - 1) * pos_stride;
+  size_t rows = n * t, xn = rows * stride, pos_stride = d + test_pos_pad, pn = (2 * t - 1) * pos_stride;
   size_t o_stride = d + 9, on = rows * o_stride;
   float *x = test_random(xn, 70), *pos = test_random(pn, 71), *o0 = test_random(on, 72);
   gpu_buffer *xb = test_upload(x, xn), *pb = test_upload(pos, pn), *ob = test_upload(o0, on), *sb;
@@ -189,7 +194,7 @@ static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t h
   snprintf(what, sizeof what, "attention %s batch of %zu × %zu, %zu heads of %zu", layouts[layout],
            n, t, heads, hd);
   CHECK(finite, "%s: not finite", what);
-  check_close(what, got, want, on, KERNEL_TOL);
+  check_close(what, got, want, on, test_tol);
   gpu_rec_free(rec);
   gpu_buffer_free(xb), gpu_buffer_free(pb), gpu_buffer_free(ob), gpu_buffer_free(sb);
   gpu_buffer_free(lb);
@@ -291,14 +296,26 @@ static void attentions(void) {
 }
 
 int main(void) {
-  /* The portable path, then flash attention where its probe passed. */
+  /* The portable path, then flash attention, then flash attention on the
+   * tensor cores, each where its probe passed and alone (the other off).
+   * flash_tc rounds its inputs and probabilities to f16: its own tolerance,
+   * and pos rows of 128-bit alignment (it takes the portable path otherwise). */
   gpu_device *d = test_device();
-  for (int fast = 0; fast < 2 && (!fast || gpu_fast_passed(d, GPU_FAST_ATTENTION)); fast++) {
-    gpu_set_fast(d, fast);
-    printf("attention: %s\n", fast ? "flash" : "portable");
-    CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (fast ? 1 : 8 * 300 * 300),
-          "scratch on the %s path", fast ? "flash" : "portable");
+  bool passed[2] = {d->fast[GPU_FAST_ATTENTION], d->fast[GPU_FAST_ATTENTION_TC]};
+  static const char *paths[] = {"portable", "flash", "flash on the tensor cores"};
+  for (int path = 0; path < 3; path++) {
+    if (path && !passed[path - 1]) continue;
+    gpu_set_fast(d, path > 0);
+    d->fast[GPU_FAST_ATTENTION] = path == 1;
+    d->fast[GPU_FAST_ATTENTION_TC] = path == 2;
+    test_tol = path == 2 ? TC_TOL : KERNEL_TOL;
+    test_pos_pad = path == 2 ? 4 : 3;
+    printf("attention: %s\n", paths[path]);
+    CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : 8 * 300 * 300),
+          "scratch on the %s path", paths[path]);
     attentions();
   }
+  d->fast[GPU_FAST_ATTENTION] = passed[0];
+  d->fast[GPU_FAST_ATTENTION_TC] = passed[1];
   return check_done();
 }

@@ -39,6 +39,24 @@ static bool use_flash(const gpu_device *d, uint32_t t, uint32_t head_dim, bool r
          flash_fits(d, t, head_dim);
 }
 
+/* flash_tc.comp's keys per block: the relative variant's pos window (KB + 64
+ * rows) and plain attention at head size 128 must fit its shared memory in
+ * 48 KiB with them. */
+static uint32_t flash_tc_kb(uint32_t head_dim, bool relative) {
+  return relative ? 16 : head_dim <= 64 ? 64 : 32;
+}
+
+/* Rows flash_tc can read with 128-bit loads. */
+static bool aligned4(gpu_attn_slice s) { return s.offset % 4 == 0 && s.stride % 4 == 0; }
+
+/* flash_tc where its probe passed and it is used (timed faster here, or
+ * gpu_set_fast on), for head sizes of 16·n up to 128; not for chunked masks. */
+static bool use_flash_tc(const gpu_device *d, const gpu_attn *a, bool relative) {
+  return !a->chunk && gpu_fast_used(d, GPU_FAST_ATTENTION_TC) && a->head_dim % 16 == 0 &&
+         a->head_dim <= 128 && aligned4(a->q) && aligned4(a->k) && aligned4(a->v) &&
+         (!relative || (aligned4(a->qv) && aligned4(a->pos)));
+}
+
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
                                 uint32_t head_dim) {
   return use_flash(d, t, head_dim, false) ? 1 : gpu_attention_scratch(t, heads);
@@ -126,8 +144,9 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   gpu_device *d = gpu_rec_device(rec);
   /* Chunked masks are applied by the scores kernel: no flash path for them. */
   bool batched = a->batch > 1;
-  bool flash = !a->chunk && !batched && use_flash(d, a->t, a->head_dim, relative);
-  int st = check_attn(a, relative, flash);
+  bool tc = use_flash_tc(d, a, relative);
+  bool flash = !tc && !a->chunk && !batched && use_flash(d, a->t, a->head_dim, relative);
+  int st = check_attn(a, relative, flash || tc);
   if (st) {
     gpu_rec_fail(rec, st);
     return;
@@ -135,6 +154,23 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   uint32_t t = a->t, hd = a->head_dim, rel = relative;
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
+  if (tc) {
+    uint32_t spec[4] = {rel, hd, batched, flash_tc_kb(hd, relative)};
+    gpu_kernel *k = gpu_rec_kernel(rec, "flash_tc", spec, 4);
+    struct {
+      uint32_t t, head_dim;
+      float scale;
+      uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
+      uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride, heads;
+    } fp = {t,           hd,          scale,       a->mask != NULL, a->q.offset, a->q.stride,
+            a->k.offset, a->k.stride, a->v.offset, a->v.stride,     qv.offset,   qv.stride,
+            pos.offset,  pos.stride,  a->o.offset, a->o.stride,     a->heads};
+    gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf,
+                        a->mask ? a->mask : a->q.buf, a->o.buf, batched ? a->lens : a->q.buf};
+    gpu_dispatch(rec, k, fb, 8, &fp, sizeof fp, (t + 63) / 64,
+                 batched ? a->batch * a->heads : a->heads, 1);
+    return;
+  }
   if (flash) {
     uint32_t spec[2] = {rel, flash_hd(hd)};
     gpu_kernel *k = gpu_rec_kernel(rec, "flash", spec, 2);

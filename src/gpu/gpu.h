@@ -75,6 +75,7 @@ typedef enum {
   GPU_FAST_SOFTMAX,   /* softmax with subgroup reductions (softmax_fast.comp) */
   GPU_FAST_CONV_GLU,  /* conv_glu with subgroup reductions (conv_glu_fast.comp) */
   GPU_FAST_ATTENTION, /* flash attention, no t² scores (flash.comp); needs no feature */
+  GPU_FAST_ATTENTION_TC, /* flash attention on the tensor cores (flash_tc.comp), relative too */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 
@@ -114,6 +115,13 @@ int gpu_upload_settle(gpu_device *dev);
  * are batched, leaves it for the end of the batch (one run for the model). */
 int gpu_load_work(gpu_device *dev, gpu_rec **rec);
 int gpu_load_work_done(gpu_device *dev);
+
+/* A buffer that kernels write and the host reads with a plain memcpy in
+ * gpu_download, no copy submission of its own (the recorder's last barrier
+ * makes shader writes visible to the host): host-cached memory where the
+ * device has it, else host-coherent; device memory where it is mapped
+ * (unified). For small outputs read back after every run (logits). */
+int gpu_buffer_readback_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
 /* A new buffer holding a copy of `bytes` of `data`. */
 int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);
@@ -163,6 +171,12 @@ void gpu_rec_profile(gpu_rec *rec, const char *title);
 /* Submits what is recorded, waits, and checks every submission's completion
  * mark: a driver that dropped work makes this an error, never a stale result. */
 int gpu_rec_run(gpu_rec *rec);
+
+/* gpu_rec_run in two halves, for a caller that works on the host while the
+ * GPU runs: submit what is recorded, then wait and check the marks. Nothing
+ * the submission reads or writes may be touched between them. */
+int gpu_rec_submit(gpu_rec *rec);
+int gpu_rec_wait(gpu_rec *rec);
 
 /* Dispatches recorded since gpu_rec_begin (for tests and benchmarks). */
 int gpu_rec_dispatches(const gpu_rec *rec);

@@ -1,0 +1,112 @@
+/* Attention side by side in one run: the portable path (scores, softmax,
+ * values: three dispatches and a heads·t² buffer) against flash attention on
+ * the tensor cores (flash_tc.comp, where its probe passed), at the encoders'
+ * shapes: Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and
+ * 60 s and a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads
+ * of 64, t = 1500). Each call is recorded `reps` times into one submission,
+ * the best of 3 submissions counts; the largest difference between the two
+ * outputs is printed relative to the largest portable output. On the CPU
+ * machine (lavapipe, no tensor cores) it says so and stops.
+ * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu/attention.h"
+#include "gpu/internal.h"
+#include "timing.h"
+
+typedef struct {
+  const char *name;
+  uint32_t t, heads, hd, batch;
+  bool relative;
+} shape;
+
+static gpu_buffer *random_buffer(gpu_device *d, size_t n) {
+  float *v = malloc(n * sizeof *v);
+  if (!v) exit(1);
+  for (size_t i = 0; i < n; i++) v[i] = (float)rand() / RAND_MAX * 2 - 1;
+  gpu_buffer *b;
+  if (gpu_buffer_from(d, v, n * sizeof *v, &b)) exit(1);
+  free(v);
+  return b;
+}
+
+/* Best seconds per call of `reps` calls in one submission. */
+static double timed(gpu_device *d, const gpu_attn *a, bool relative, int reps) {
+  gpu_rec *rec;
+  if (gpu_rec_new(d, &rec)) exit(1);
+  double best = 1e30;
+  for (int r = 0; r < 3; r++) {
+    if (gpu_rec_begin(rec)) exit(1);
+    for (int i = 0; i < reps; i++) relative ? gpu_rel_attention(rec, a) : gpu_attention(rec, a);
+    double t0 = bench_now_ms();
+    if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed: %s\n", steno_last_error()));
+    double dt = bench_now_ms() - t0;
+    best = dt < best ? dt : best;
+  }
+  gpu_rec_free(rec);
+  return best / reps * 1e-3;
+}
+
+static void run(gpu_device *d, const shape *s, int reps) {
+  uint32_t n = s->batch ? s->batch : 1, D = s->heads * s->hd, rows = n * s->t;
+  gpu_buffer *x = random_buffer(d, (size_t)rows * 4 * D), *pos = random_buffer(d, (size_t)(2 * s->t - 1) * D);
+  gpu_buffer *o, *scores, *lens = NULL;
+  if (gpu_buffer_new(d, (size_t)rows * D * 4, &o) ||
+      gpu_buffer_new(d, (size_t)n * gpu_attention_scratch(s->t, s->heads) * 4, &scores))
+    exit(1);
+  if (s->batch) { /* lengths from t down to t/2 */
+    uint32_t *l = malloc(n * sizeof *l);
+    for (uint32_t i = 0; i < n; i++) l[i] = s->t - i * (s->t / 2) / n;
+    if (gpu_buffer_from(d, l, n * sizeof *l, &lens)) exit(1);
+    free(l);
+  }
+  gpu_attn a = {.q = {x, 0, 4 * D}, .k = {x, D, 4 * D}, .v = {x, 2 * D, 4 * D}, .o = {o, 0, D},
+                .scores = scores, .t = s->t, .heads = s->heads, .head_dim = s->hd,
+                .batch = n > 1 ? n : 0, .lens = lens};
+  if (s->relative) a.qv = (gpu_attn_slice){x, 3 * D, 4 * D}, a.pos = (gpu_attn_slice){pos, 0, D};
+  size_t on = (size_t)rows * D;
+  float *out[2] = {malloc(on * sizeof(float)), malloc(on * sizeof(float))};
+  double sec[2];
+  for (int tc = 0; tc < 2; tc++) {
+    gpu_set_fast(d, tc);
+    d->fast[GPU_FAST_ATTENTION] = false;
+    d->fast[GPU_FAST_ATTENTION_TC] = tc;
+    sec[tc] = timed(d, &a, s->relative, reps);
+    if (!out[tc] || gpu_download(o, 0, out[tc], on * sizeof(float))) exit(1);
+  }
+  double big = 0, diff = 0;
+  for (size_t i = 0; i < on; i++) {
+    big = fmax(big, fabs(out[0][i]));
+    diff = fmax(diff, fabs(out[0][i] - out[1][i]));
+  }
+  printf("%-34s portable %9.1f µs  flash_tc %9.1f µs  %6.2fx  max |diff| %.2e of %.2f\n", s->name,
+         sec[0] * 1e6, sec[1] * 1e6, sec[0] / sec[1], diff, big);
+  fflush(stdout);
+  gpu_buffer_free(x), gpu_buffer_free(pos), gpu_buffer_free(o), gpu_buffer_free(scores);
+  gpu_buffer_free(lens);
+  free(out[0]), free(out[1]);
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 10;
+  gpu_device *d;
+  if (reps < 1 || gpu_open(NULL, &d)) return 1;
+  printf("%s, %d calls per submission\n", gpu_device_info(d)->name, reps);
+  if (!gpu_fast_passed(d, GPU_FAST_ATTENTION_TC)) {
+    printf("flash_tc did not pass its probe here (no cooperative matrices?)\n");
+    gpu_close(d);
+    return 0;
+  }
+  const shape shapes[] = {
+      {"Parakeet 11 s: rel, t 138, 8×128", 138, 8, 128, 0, true},
+      {"Parakeet 60 s: rel, t 750, 8×128", 750, 8, 128, 0, true},
+      {"Parakeet 64 × 11 s: rel, batched", 138, 8, 128, 64, true},
+      {"Whisper turbo: t 1500, 20×64", 1500, 20, 64, 0, false},
+      {"plain t 1500, 8×128", 1500, 8, 128, 0, false},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run(d, &shapes[i], reps);
+  gpu_close(d);
+  return 0;
+}
