@@ -281,6 +281,47 @@ static void check_bench_tokens(whisper *m, const gguf_file *ref, const char *mod
   unsetenv("STENO_BENCH_TOKENS");
 }
 
+/* The decoder loop overlaps each token's log-softmax with the GPU's next
+ * token (run.c): the first window's tokens and log-probabilities must be bit
+ * for bit what the plain serial loop (feed, rules, pick) gives at T = 0. */
+static void check_overlap(whisper *m, const char *model, const float *pcm, size_t n) {
+  steno_transcribe_params p = steno_transcribe_default_params();
+  whisper_output o;
+  CHECK_OK(whisper_run(m, pcm, n, &p, &o));
+  if (!o.n_win || o.win[0].temperature != 0) {
+    CHECK(o.n_win > 0, "%s overlap: no window", model);
+    return whisper_output_free(&o);
+  }
+  uint32_t W = m->c.win_frames, M = m->c.mels;
+  float *mel = NULL, *win = test_floats((size_t)W * M);
+  size_t frames = 0;
+  CHECK_OK(whisper_features(m, pcm, n, &mel, &frames));
+  memset(win, 0, (size_t)W * M * sizeof *win);
+  if (mel) memcpy(win, mel, (frames < W ? frames : W) * M * sizeof *win);
+  CHECK_OK(whisper_encode(m, win, NULL));
+  wsearch rules = whisper_rules(m);
+  float *x = test_floats(m->c.vocab);
+  int *ids = calloc(m->c.n_text_ctx, sizeof *ids);
+  double *lp = calloc(m->c.n_text_ctx, sizeof *lp);
+  uint32_t np = (uint32_t)o.n_prefix;
+  size_t k = 0;
+  CHECK_OK(whisper_feed(m, o.prefix, np, 0, x));
+  for (;;) {
+    wsearch_process(&rules, ids, k, x);
+    ids[k] = wsearch_pick(x, (int)m->c.vocab, 0, NULL, &lp[k]);
+    k++;
+    if (ids[k - 1] == m->c.eot || np + k >= m->c.n_text_ctx) break;
+    CHECK_OK(whisper_feed(m, &ids[k - 1], 1, np + (uint32_t)k - 1, x));
+  }
+  CHECK(k == o.win[0].n && !memcmp(ids, o.win[0].tokens, k * sizeof *ids) &&
+            !memcmp(lp, o.win[0].logprob, k * sizeof *lp),
+        "%s overlap: the first window's %zu tokens or log-probabilities differ from the serial "
+        "loop's %zu", model, o.win[0].n, k);
+  printf("%s overlap: %zu tokens and log-probabilities equal to the serial loop's\n", model, k);
+  free(mel), free(win), free(x), free(ids), free(lp);
+  whisper_output_free(&o);
+}
+
 static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
@@ -294,6 +335,7 @@ static void model(const char *file) {
     if (mel) check_forward(m, ref, file, mel);
     free(mel);
     check_bench_tokens(m, ref, file, pcm, n);
+    check_overlap(m, file, pcm, n);
   }
   const gguf_kv *runs = ref ? gguf_find(ref, "ref.runs") : NULL;
   for (size_t i = 0; pcm && runs && i < runs->n; i++) {

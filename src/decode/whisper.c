@@ -69,7 +69,7 @@ static double uniform(uint64_t *state) {
   return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int wsearch_pick(const float *logits, int vocab, float temperature, uint64_t *rng, double *logprob) {
+int wsearch_choose(const float *logits, int vocab, float temperature, uint64_t *rng) {
   int best = 0;
   for (int i = 1; i < vocab; i++)
     if (logits[i] > logits[best]) best = i;
@@ -85,7 +85,16 @@ int wsearch_pick(const float *logits, int vocab, float temperature, uint64_t *rn
       if (acc > u) break;
     }
   }
-  *logprob = (double)logits[best] - logsumexp(logits, 0, vocab);
+  return best;
+}
+
+double wsearch_logprob(const float *logits, int vocab, int id) {
+  return (double)logits[id] - logsumexp(logits, 0, vocab);
+}
+
+int wsearch_pick(const float *logits, int vocab, float temperature, uint64_t *rng, double *logprob) {
+  int best = wsearch_choose(logits, vocab, temperature, rng);
+  *logprob = wsearch_logprob(logits, vocab, best);
   return best;
 }
 

@@ -32,6 +32,12 @@ void wsearch_process(const wsearch *s, const int *gen, size_t n, float *logits);
  * log-softmax in the processed logits (transformers' avg_logprob term). */
 int wsearch_pick(const float *logits, int vocab, float temperature, uint64_t *rng, double *logprob);
 
+/* wsearch_pick in two halves: the token, then its log-softmax (a pass of exp
+ * over the whole vocabulary, which a caller may run while the GPU computes
+ * the next token's logits). */
+int wsearch_choose(const float *logits, int vocab, float temperature, uint64_t *rng);
+double wsearch_logprob(const float *logits, int vocab, int id);
+
 /* transformers' _retrieve_compression_ratio: the ids as little-endian
  * integers of ⌊log2(vocab)/8⌋ + 1 bytes, raw length over zlib's (level 6). */
 double wsearch_compression_ratio(const int *ids, size_t n, int vocab);

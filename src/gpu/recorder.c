@@ -42,6 +42,8 @@ struct gpu_rec {
   int dispatches;
   gpu_prof *prof; /* gpu_rec_profile */
   double t_begin; /* when the call's recording began (for the profile) */
+  double t_submit; /* when it was submitted (for the profile) */
+  bool submitted;  /* gpu_rec_submit ran, gpu_rec_wait not yet */
 };
 
 int gpu_rec_new(gpu_device *d, gpu_rec **out) {
@@ -149,6 +151,7 @@ int gpu_rec_begin(gpu_rec *r) {
   r->status = 0;
   r->dispatches = 0;
   r->call++;
+  r->submitted = false;
   if (r->call == 0) r->call = 1;
   if (r->prof) r->t_begin = time_now();
   memset(r->marks->map, 0, MAX_SUBMISSIONS * 4);
@@ -293,15 +296,23 @@ int gpu_rec_flush(gpu_rec *r) {
   return r->status = cb_begin(r);
 }
 
-int gpu_rec_run(gpu_rec *r) {
+int gpu_rec_submit(gpu_rec *r) {
   if (r->status) return r->status;
-  if (!r->open) return err_set(STENO_ERR_INVALID, "gpu_rec_run without gpu_rec_begin");
-  double t_submit = r->prof ? time_now() : 0;
+  if (!r->open) return err_set(STENO_ERR_INVALID, "gpu_rec_submit without gpu_rec_begin");
+  r->t_submit = r->prof ? time_now() : 0;
   if ((r->status = cb_end(r)) || (r->status = submit(r))) return r->status;
+  r->submitted = true;
+  return 0;
+}
+
+int gpu_rec_wait(gpu_rec *r) {
+  if (r->status) return r->status;
+  if (!r->submitted) return err_set(STENO_ERR_INVALID, "gpu_rec_wait without gpu_rec_submit");
+  r->submitted = false;
   int n = r->sub + 1;
   VkResult vr = vkWaitForFences(r->d->dev, (uint32_t)n, r->fence, VK_TRUE, UINT64_MAX);
   if (vr != VK_SUCCESS) return r->status = gpu_vk_error(vr, "waiting for the GPU");
-  if (r->prof) gpu_prof_host(r->prof, t_submit - r->t_begin, time_now() - t_submit);
+  if (r->prof) gpu_prof_host(r->prof, r->t_submit - r->t_begin, time_now() - r->t_submit);
   if ((r->status = gpu_check_valid(r->d))) return r->status;
   gpu_prof_collect(r->prof);
   const uint32_t *marks = r->marks->map;
@@ -312,4 +323,17 @@ int gpu_rec_run(gpu_rec *r) {
                                  "too long? try STENO_SPLIT=1)",
                                  i + 1, n);
   return 0;
+}
+
+int gpu_rec_run(gpu_rec *r) {
+  if (r->status) return r->status;
+  if (!r->open) return err_set(STENO_ERR_INVALID, "gpu_rec_run without gpu_rec_begin");
+  TRY(gpu_rec_submit(r));
+  return gpu_rec_wait(r);
+}
+
+int gpu_buffer_readback_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  if (d->info.unified) return gpu_buffer_new(d, bytes, out); /* mapped already */
+  if (!gpu_buffer_host_cached(d, bytes, out)) return 0;
+  return gpu_buffer_host(d, bytes, out);
 }

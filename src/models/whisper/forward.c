@@ -64,7 +64,7 @@ static void record_token(whisper *m, int id, uint32_t pos) {
     tf_dec_forward(m->rec, &m->dec_dims, &m->dec[i], &s, pos, c->n_audio_ctx);
 }
 
-int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {
+int whisper_feed_start(whisper *m, const int *ids, uint32_t n, uint32_t pos, bool logits) {
   const whisper_config *c = &m->c;
   if (n == 0 || pos + n > c->n_text_ctx)
     return err_set(STENO_ERR_INVALID, "whisper: %u tokens at position %u of %u", n, pos,
@@ -79,6 +79,16 @@ int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *lo
     gpu_layer_norm(m->rec, a->dx, 0, c->d, &m->dec_ln, a->dh, 0, c->d, 1, c->d, NULL, NULL);
     gpu_gemv(m->rec, a->dh, 0, &m->embed, a->logits, 0, GPU_EPI_BIAS, 0);
   }
-  TRY(gpu_rec_run(m->rec));
-  return logits ? gpu_download(m->a.logits, 0, logits, (size_t)c->vocab * sizeof *logits) : 0;
+  return gpu_rec_submit(m->rec);
+}
+
+int whisper_feed_finish(whisper *m, float *logits) {
+  TRY(gpu_rec_wait(m->rec));
+  /* A memcpy: the head writes logits into memory the host reads (load.c). */
+  return logits ? gpu_download(m->a.logits, 0, logits, (size_t)m->c.vocab * sizeof *logits) : 0;
+}
+
+int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {
+  TRY(whisper_feed_start(m, ids, n, pos, logits != NULL));
+  return whisper_feed_finish(m, logits);
 }

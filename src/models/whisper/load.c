@@ -385,10 +385,11 @@ static int arena(whisper *m) {
               {&a->dqkv, pad64(3 * c->d)},
               {&a->datt, S},
               {&a->dff, pad64(c->dec_ff)},
-              {&a->logits, m->embed.n},
               {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(dev, (bufs[i].floats ? bufs[i].floats : 1) * f, bufs[i].b));
+  /* Logits straight into memory the host reads: no copy submission per token. */
+  TRY(gpu_buffer_readback_new(dev, (size_t)m->embed.n * f, &a->logits));
   for (uint32_t i = 0; i < c->dec_layers; i++) {
     TRY(gpu_buffer_new(dev, (size_t)c->n_text_ctx * c->d * 4, &m->dec[i].self_cache));
     TRY(gpu_buffer_new(dev, (size_t)c->n_audio_ctx * c->d * 4, &m->dec[i].cross_cache));

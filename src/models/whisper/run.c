@@ -179,11 +179,14 @@ static int decode_tier(whisper *m, const whisper_output *o, size_t sot, float te
     if (p->abort && p->abort(p->abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");
     wsearch_process(&rules, out->tok, out->n, x);
     if (bench) x[c->eot] = -INFINITY;
-    double lp;
-    int id = wsearch_pick(x, (int)c->vocab, temperature, rng, &lp);
-    TRY(seq_push(out, id, lp));
-    if (id == c->eot || np + out->n >= c->n_text_ctx || out->n == bench) return 0;
-    TRY(whisper_feed(m, &id, 1, np + (uint32_t)out->n - 1, x));
+    int id = wsearch_choose(x, (int)c->vocab, temperature, rng);
+    bool last = id == c->eot || np + out->n + 1 >= c->n_text_ctx || out->n + 1 == bench;
+    /* The GPU computes the next logits while the host takes this token's
+     * log-softmax (a pass of exp over the vocabulary) from x. */
+    if (!last) TRY(whisper_feed_start(m, &id, 1, np + (uint32_t)out->n, true));
+    TRY(seq_push(out, id, wsearch_logprob(x, (int)c->vocab, id)));
+    if (last) return 0;
+    TRY(whisper_feed_finish(m, x));
   }
 }
 

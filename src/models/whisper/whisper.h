@@ -87,6 +87,13 @@ int whisper_encode(whisper *m, const float *mel, float *enc);
  * cache); logits (if not NULL) gets the raw logits [vocab] after the last. */
 int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits);
 
+/* whisper_feed in two halves, so the host can work while the GPU runs:
+ * _start records and submits (the logits computed where `logits`), _finish
+ * waits and copies them into `logits` (not NULL where asked for). Nothing of
+ * the session may be used between them. */
+int whisper_feed_start(whisper *m, const int *ids, uint32_t n, uint32_t pos, bool logits);
+int whisper_feed_finish(whisper *m, float *logits);
+
 /* One decoded window. */
 typedef struct {
   uint32_t seek, frames;   /* first mel frame, real frames */
