@@ -18,6 +18,9 @@ typedef struct {
   melbank bank;                 /* the model's filters */
   double *window;               /* [n_fft] */
   fft_plan fft;
+  float *pad;                   /* [n_mels]: the log-mel of a frame wholly in the zero
+                                   padding, through the same transform as any frame */
+  float pad_top;                /* its largest value */
 } wmel;
 
 /* Copies the filterbank [n_mels][n_fft/2 + 1] and the window [n_fft]. */
@@ -28,8 +31,14 @@ void wmel_free(wmel *m);
 /* Mel frames of an n-sample clip: max(n, n_samples) / hop. */
 size_t wmel_frames(const wmel *m, size_t n);
 
+/* Frames [0, that) of an n-sample clip are computed: those that read one of
+ * its samples at least, rounded up to a whole FFT pair; the others lie wholly
+ * in the zero padding. */
+size_t wmel_audio_frames(const wmel *m, size_t n);
+
 /* The normalized log-mel of the whole clip, frame-major [frames][n_mels] in a
- * new array (*out); *frames as wmel_frames. */
+ * new array (*out); *frames as wmel_frames. Frames from wmel_audio_frames on
+ * are m->pad normalized: what computing them gives, bit for bit. */
 int wmel_compute(const wmel *m, const float *pcm, size_t n, float **out, size_t *frames);
 
 #endif
