@@ -2,14 +2,15 @@
  * before and after the changes of this bench's commit, side by side in one
  * run, reps alternating, medians:
  *  - the search at Whisper turbo's vocabulary (51866, its special ids) on
- *    synthetic logits: the rules (suppression, timestamp rules), the choice
- *    (argmax), the log-softmax (exp over the vocabulary), and reading 51866
- *    logits back from a device buffer (staged where the device is not
- *    unified, e.g. STENO_NO_MAP=1) against from a readback buffer;
+ *    synthetic logits, the plain loops of before against decode/whisper.c:
+ *    the rules (suppression, timestamp rules), the choice (argmax), the
+ *    log-softmax (exp over the vocabulary); and reading 51866 logits back
+ *    from a device buffer (staged where the device is not unified, e.g.
+ *    STENO_NO_MAP=1) against from a readback buffer;
  *  - per token on a Whisper GGUF (the tiny fixture by default), greedy with
  *    the end of text masked as STENO_BENCH_TOKENS does it: before = logits
- *    into a device buffer, downloaded, then the rules and the pick, serially
- *    (phases timed); after = run.c's loop: logits into a readback buffer, the
+ *    into a device buffer, downloaded, then the plain rules and pick,
+ *    serially (phases timed); after = run.c's loop: logits into a readback buffer, the
  *    log-softmax taken while the GPU computes the next token. Tokens and
  *    log-probabilities must agree bit for bit.
  *   whisper_token [tokens 32] [reps 9] [MODEL.gguf]
@@ -36,13 +37,56 @@ static void *need(size_t n, size_t size) {
   return p;
 }
 
+/* ---- the search as it was before (decode/whisper.c at 9044f3b: fmaxf and
+ * argmax loops the compiler leaves scalar), for the side by side ---- */
+
+static double plain_logsumexp(const float *x, int from, int to) {
+  float top = -INFINITY;
+  for (int i = from; i < to; i++) top = fmaxf(top, x[i]);
+  if (top == -INFINITY) return -INFINITY;
+  double sum = 0;
+  for (int i = from; i < to; i++) sum += exp((double)x[i] - top);
+  return top + log(sum);
+}
+
+static void plain_mask(float *x, int from, int to) {
+  for (int i = from < 0 ? 0 : from; i < to; i++) x[i] = -INFINITY;
+}
+
+static void plain_process(const wsearch *s, const int *gen, size_t n, float *x) {
+  for (size_t i = 0; i < s->n_suppress; i++) x[s->suppress[i]] = -INFINITY;
+  for (size_t i = 0; n == 0 && i < s->n_begin_suppress; i++) x[s->begin_suppress[i]] = -INFINITY;
+  int tb = wsearch_ts_begin(s), V = s->vocab;
+  x[s->no_timestamps] = -INFINITY;
+  bool last = n >= 1 && gen[n - 1] >= tb, penult = n < 2 || gen[n - 2] >= tb;
+  if (last) plain_mask(x, penult ? tb : 0, penult ? V : s->eot);
+  int ts_last = -1;
+  for (size_t i = n; i-- > 0;)
+    if (gen[i] >= tb) {
+      ts_last = gen[i];
+      break;
+    }
+  if (ts_last >= 0) plain_mask(x, tb, last && !penult ? ts_last : ts_last + 1);
+  if (n == 0) {
+    plain_mask(x, 0, tb);
+    if (tb + s->max_initial + 1 < V) plain_mask(x, tb + s->max_initial + 1, V);
+  }
+  float text = -INFINITY;
+  for (int i = 0; i < tb; i++) text = fmaxf(text, x[i]);
+  if (plain_logsumexp(x, tb, V) > text) plain_mask(x, 0, tb);
+}
+
+static int plain_pick(const float *x, int vocab, double *logprob) {
+  int best = 0;
+  for (int i = 1; i < vocab; i++)
+    if (x[i] > x[best]) best = i;
+  *logprob = (double)x[best] - plain_logsumexp(x, 0, vocab);
+  return best;
+}
+
 /* ---- the search at turbo's vocabulary ---- */
 
 enum { TURBO_V = 51866, TURBO_EOT = 50257, TURBO_NO_TS = 50364, N_SUPPRESS = 88 };
-
-typedef struct {
-  double rules, choose, logprob, dl_device, dl_readback, copy;
-} search_ms;
 
 /* Logits of a trained model's spread: most ids near 0, a few far above. */
 static void fill_logits(float *x, uint32_t *s) {
@@ -52,6 +96,10 @@ static void fill_logits(float *x, uint32_t *s) {
   }
 }
 
+/* A window 12 tokens in, after a text token: every rule has work. */
+static const int GEN[12] = {TURBO_NO_TS + 1, 400, 401, 402, TURBO_NO_TS + 40, TURBO_NO_TS + 40,
+                            500, 501, 502, 503, 504, 505};
+
 static void search(gpu_device *d, int reps) {
   int32_t suppress[N_SUPPRESS];
   for (int i = 0; i < N_SUPPRESS; i++) suppress[i] = 1 + i * 571 % TURBO_EOT;
@@ -59,48 +107,56 @@ static void search(gpu_device *d, int reps) {
   wsearch w = {.vocab = TURBO_V, .eot = TURBO_EOT, .no_timestamps = TURBO_NO_TS, .suppress = suppress,
                .n_suppress = N_SUPPRESS, .begin_suppress = begin, .n_begin_suppress = 2,
                .max_initial = 50, .timestamps = 1};
-  /* A window 12 tokens in, after a text token: every rule has work. */
-  int gen[12] = {TURBO_NO_TS + 1, 400, 401, 402, TURBO_NO_TS + 40, TURBO_NO_TS + 40, 500, 501, 502, 503, 504, 505};
-  float *raw = need(TURBO_V, sizeof *raw), *x = need(TURBO_V, sizeof *x);
+  float *raw = need(TURBO_V, sizeof *raw), *x = need(TURBO_V, sizeof *x), *y = need(TURBO_V, sizeof *y),
+        *z = need(TURBO_V, sizeof *z);
   uint32_t s = 2463534242u;
   fill_logits(raw, &s);
   gpu_buffer *dev_buf, *rb_buf;
   if (gpu_buffer_from(d, raw, TURBO_V * 4, &dev_buf) || gpu_buffer_readback_new(d, TURBO_V * 4, &rb_buf) ||
       gpu_upload(rb_buf, 0, raw, TURBO_V * 4))
     die("buffers");
-  double *t[6];
-  for (int k = 0; k < 6; k++) t[k] = need((size_t)reps, sizeof(double));
-  volatile double sink = 0;
+  enum { RULES0, PICK0, RULES1, CHOOSE1, LOGPROB1, DL_DEV, DL_RB, NT };
+  double *t[NT], lp0 = 0, lp1 = 0;
+  for (int k = 0; k < NT; k++) t[k] = need((size_t)reps, sizeof(double));
+  int id0 = 0, id1 = 0, differ = 0;
   for (int r = -1; r < reps; r++) {
-    double t0 = bench_now_ms();
-    if (gpu_download(dev_buf, 0, x, TURBO_V * 4)) die("download");
-    double t1 = bench_now_ms();
-    if (gpu_download(rb_buf, 0, x, TURBO_V * 4)) die("download");
-    double t2 = bench_now_ms();
-    memcpy(x, raw, TURBO_V * 4);
-    double t3 = bench_now_ms();
-    wsearch_process(&w, gen, 12, x);
-    double t4 = bench_now_ms();
-    int id = wsearch_choose(x, TURBO_V, 0, NULL);
-    double t5 = bench_now_ms();
-    sink += wsearch_logprob(x, TURBO_V, id);
-    double t6 = bench_now_ms();
+    double c[NT + 2];
+    c[0] = bench_now_ms();
+    memcpy(x, raw, TURBO_V * 4), memcpy(y, raw, TURBO_V * 4);
+    c[1] = bench_now_ms();
+    plain_process(&w, GEN, 12, x);
+    c[2] = bench_now_ms();
+    id0 = plain_pick(x, TURBO_V, &lp0);
+    c[3] = bench_now_ms();
+    wsearch_process(&w, GEN, 12, y);
+    c[4] = bench_now_ms();
+    id1 = wsearch_choose(y, TURBO_V, 0, NULL);
+    c[5] = bench_now_ms();
+    lp1 = wsearch_logprob(y, TURBO_V, id1);
+    c[6] = bench_now_ms();
+    if (gpu_download(dev_buf, 0, z, TURBO_V * 4)) die("download");
+    c[7] = bench_now_ms();
+    if (gpu_download(rb_buf, 0, z, TURBO_V * 4)) die("download");
+    c[8] = bench_now_ms();
+    differ += id0 != id1 || memcmp(&lp0, &lp1, sizeof lp0) != 0 || memcmp(x, y, TURBO_V * 4) != 0;
     if (r < 0) continue;
-    t[0][r] = t4 - t3, t[1][r] = t5 - t4, t[2][r] = t6 - t5;
-    t[3][r] = t1 - t0, t[4][r] = t2 - t1, t[5][r] = t3 - t2;
+    for (int k = 0; k < NT; k++) t[k][r] = c[k + 2] - c[k + 1];
   }
-  search_ms m = {bench_median(t[0], reps), bench_median(t[1], reps), bench_median(t[2], reps),
-                 bench_median(t[3], reps), bench_median(t[4], reps), bench_median(t[5], reps)};
-  double all = m.rules + m.choose + m.logprob;
-  printf("search at vocab %d (turbo's ids), per token: rules %.3f ms, argmax %.3f ms, log-softmax %.3f ms "
-         "(%.0f%% of the search)\n",
-         TURBO_V, m.rules, m.choose, m.logprob, 100 * m.logprob / all);
+  double m[NT];
+  for (int k = 0; k < NT; k++) m[k] = bench_median(t[k], reps);
+  printf("search at vocab %d (turbo's ids), per token: before: rules %.3f ms, argmax + log-softmax "
+         "%.3f ms; after: rules %.3f ms (%.1fx), argmax %.3f ms, log-softmax %.3f ms (overlapped "
+         "with the GPU); on the critical path %.3f -> %.3f ms (%.1fx)%s\n",
+         TURBO_V, m[RULES0], m[PICK0], m[RULES1], m[RULES0] / m[RULES1], m[CHOOSE1], m[LOGPROB1],
+         m[RULES0] + m[PICK0], m[RULES1] + m[CHOOSE1], (m[RULES0] + m[PICK0]) / (m[RULES1] + m[CHOOSE1]),
+         differ ? "  RESULTS DIFFER" : ", same id and log-probability");
   printf("reading %d logits back: from a device buffer %.3f ms, from a readback buffer %.3f ms "
-         "(%.2fx), a plain memcpy %.3f ms\n",
-         TURBO_V, m.dl_device, m.dl_readback, m.dl_device / m.dl_readback, m.copy);
+         "(%.2fx)\n",
+         TURBO_V, m[DL_DEV], m[DL_RB], m[DL_DEV] / m[DL_RB]);
   gpu_buffer_free(dev_buf), gpu_buffer_free(rb_buf);
-  for (int k = 0; k < 6; k++) free(t[k]);
-  free(raw), free(x);
+  for (int k = 0; k < NT; k++) free(t[k]);
+  free(raw), free(x), free(y), free(z);
+  if (differ) exit(1);
 }
 
 /* ---- per token on a model ---- */
@@ -118,10 +174,10 @@ static void tokens_before(whisper *m, int count, int *ids, double *lp, phases *p
   if (whisper_feed(m, &m->c.sot, 1, 0, x)) die("feed");
   for (int n = 0;; n++) {
     double t0 = bench_now_ms();
-    wsearch_process(&rules, ids, (size_t)n, x);
+    plain_process(&rules, ids, (size_t)n, x);
     x[m->c.eot] = -INFINITY;
     double t1 = bench_now_ms();
-    ids[n] = wsearch_pick(x, V, 0, NULL, &lp[n]);
+    ids[n] = plain_pick(x, V, &lp[n]);
     double t2 = bench_now_ms();
     ph->rules += t1 - t0, ph->pick += t2 - t1;
     if (n + 1 == count) return;

@@ -169,6 +169,79 @@ static void ratio(void) {
         "argmax and its log-probability");
 }
 
+/* ---- the search's scans against plain C loops (the code before they were vectorized) ---- */
+
+static int ref_argmax(const float *x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+static double ref_logsumexp(const float *x, int from, int to) {
+  float top = -INFINITY;
+  for (int i = from; i < to; i++) top = fmaxf(top, x[i]);
+  if (top == -INFINITY) return -INFINITY;
+  double sum = 0;
+  for (int i = from; i < to; i++) sum += exp((double)x[i] - top);
+  return top + log(sum);
+}
+
+/* Logits of case c: random spreads, ties at the top, ±0 and NaN mixed in,
+ * whole runs of −∞; the timestamps near the text's best in odd cases. */
+static void make_logits(float *x, int n, int tb, int c, uint32_t *s) {
+  for (int i = 0; i < n; i++) {
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    float v = (float)(*s % 4001) / 200.0f - 10.0f;
+    if (c % 3 == 1) v = (float)(*s % 5); /* many ties */
+    if (c % 5 == 2 && *s % 7 == 0) v = *s % 2 ? 0.0f : -0.0f;
+    if (c % 4 == 3 && *s % 101 == 0) v = NAN;
+    if (c % 6 == 5 && i < n / 2) v = -INFINITY;
+    x[i] = v;
+  }
+  if (c % 2 && tb < n) /* timestamps as likely as the best text: both rule outcomes occur */
+    for (int i = tb; i < n; i++) x[i] -= (float)(c % 7) + logf((float)(n - tb));
+  if (c % 9 == 4) x[0] = NAN;
+}
+
+static void exact_scans(void) {
+  enum { TV = 51866, TEOT = 50257, TNOTS = 50364 };
+  static float x[TV], y[TV], want[TV];
+  int32_t sup[3] = {5, 220, 50000};
+  int vocabs[] = {1, 2, 7, 8, 9, 17, 1000, TV};
+  uint32_t s = 12345;
+  int bad = 0, forced = 0, cases = 0;
+  for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++)
+    for (int c = 0; c < 40; c++, cases++) {
+      int n = vocabs[vi];
+      make_logits(x, n, n / 2, c, &s);
+      int id = wsearch_choose(x, n, 0, NULL);
+      double lp = wsearch_logprob(x, n, id), rlp = (double)x[id] - ref_logsumexp(x, 0, n);
+      bad += id != ref_argmax(x, n) || memcmp(&lp, &rlp, sizeof lp);
+    }
+  /* The timestamp rule at turbo's vocabulary after text: masks as the plain loops decide. */
+  wsearch w = {.vocab = TV, .eot = TEOT, .no_timestamps = TNOTS, .suppress = sup, .n_suppress = 3,
+               .max_initial = 50, .timestamps = 1};
+  int gen[3] = {TNOTS + 1, 400, 401};
+  for (int c = 0; c < 40; c++, cases++) {
+    make_logits(x, TV, TNOTS + 1, c, &s);
+    memcpy(y, x, sizeof x);
+    wsearch_process(&w, gen, 3, y);
+    memcpy(want, x, sizeof x);
+    for (int i = 0; i < 3; i++) want[sup[i]] = -INFINITY;
+    want[TNOTS] = want[TNOTS + 1] = -INFINITY;
+    float text = -INFINITY;
+    for (int i = 0; i <= TNOTS; i++) text = fmaxf(text, want[i]);
+    if (ref_logsumexp(want, TNOTS + 1, TV) > text) {
+      forced++;
+      for (int i = 0; i <= TNOTS; i++) want[i] = -INFINITY;
+    }
+    bad += memcmp(y, want, sizeof y) != 0;
+  }
+  CHECK(bad == 0, "argmax, log-softmax and the timestamp rule: %d of %d cases differ from the plain loops", bad, cases);
+  CHECK(forced > 0 && forced < 40, "the timestamp rule forced %d of 40 cases (both outcomes wanted)", forced);
+}
+
 int main(void) {
   const char *dir = getenv("STENO_SOURCE_DIR");
   char path[512], refpath[512];
@@ -187,6 +260,7 @@ int main(void) {
   rules();
   segments();
   ratio();
+  exact_scans();
   gguf_close(f);
   gguf_close(ref);
   return check_done();
