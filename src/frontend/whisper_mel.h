@@ -1,10 +1,11 @@
 /* Whisper's log-mel frontend (OpenAI's log_mel_spectrogram, transformers'
  * WhisperFeatureExtractor): a clip of at most one window is zero-padded to the
  * window's samples first (frames wholly in those zeros are not transformed:
- * they get a frame of zeros' log-mel, the same bits); reflect-padded centred frames of n_fft samples with
- * a periodic Hann window; power spectrum; the model's mel filterbank; log10
- * with a 1e-10 floor; the last frame dropped; then, over the whole clip, a
- * floor at (max − 8) and (x + 4) / 4. Arithmetic in double. */
+ * they get a frame of zeros' log-mel, the same bits); reflect-padded centred
+ * frames of n_fft samples with a periodic Hann window; power spectrum; the
+ * model's mel filterbank; log10 with a 1e-10 floor; the last frame dropped;
+ * then, over the whole clip, a floor at (max − 8) and (x + 4) / 4. Arithmetic
+ * in double. */
 #ifndef STENO_FRONTEND_WHISPER_MEL_H
 #define STENO_FRONTEND_WHISPER_MEL_H
 
