@@ -96,11 +96,12 @@ int main(void) {
    * count); the last frames' reach past the window's end, whose reflection
    * reads back 200 samples (30 s − 201 … − 199); and clips longer than it. */
   static const size_t lengths[] = {
-      0,          1,          2,          1600,       16000,      176000,     479840,
-      WINDOW,     HOP - 1,    HOP,        HOP + 1,    HOP * 7 - 1, HOP * 7,   HOP * 7 + 1,
-      HOP * 8 - 201, HOP * 8 - 200, HOP * 8 - 199, HOP * 9 - 201, HOP * 9 - 200, HOP * 9 - 199,
-      176000 - 200, 176000 - 199, WINDOW - 201, WINDOW - 200, WINDOW - 199, WINDOW - 1,
-      WINDOW + 1, WINDOW + HOP};
+      0, 1, 2, 1600, 16000, 176000, 479840, WINDOW,             /* 0.1 s, 1 s, 11 s, 29.99 s, 30 s */
+      HOP - 1, HOP, HOP + 1, HOP * 7 - 1, HOP * 7, HOP * 7 + 1, /* hop boundaries */
+      HOP * 8 - 201, HOP * 8 - 200, HOP * 8 - 199,              /* a frame's reach */
+      HOP * 9 - 201, HOP * 9 - 200, HOP * 9 - 199, 176000 - 200, 176000 - 199,
+      WINDOW - 201, WINDOW - 200, WINDOW - 199, WINDOW - 1,     /* the end's reflection */
+      WINDOW + 1, WINDOW + HOP};                                 /* not padded */
   for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) one(&m, audio, lengths[i]);
   wmel_free(&m);
   free(audio);
