@@ -96,7 +96,7 @@ int main(void) {
    * count); the last frames' reach past the window's end, whose reflection
    * reads back 200 samples (30 s − 201 … − 199); and clips longer than it. */
   static const size_t lengths[] = {
-      0, 1, 2, 1600, 16000, 176000, 479840, WINDOW,             /* 0.1 s, 1 s, 11 s, 29.99 s, 30 s */
+      0, 1, 2, 1600, 16000, 176000, 479840, WINDOW,             /* 0.1, 1, 11, 29.99, 30 s */
       HOP - 1, HOP, HOP + 1, HOP * 7 - 1, HOP * 7, HOP * 7 + 1, /* hop boundaries */
       HOP * 8 - 201, HOP * 8 - 200, HOP * 8 - 199,              /* a frame's reach */
       HOP * 9 - 201, HOP * 9 - 200, HOP * 9 - 199, 176000 - 200, 176000 - 199,
