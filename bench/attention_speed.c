@@ -7,7 +7,9 @@
  * the best of 3 submissions counts; the largest difference between the two
  * outputs is printed relative to the largest portable output. On the CPU
  * machine (lavapipe, no tensor cores) it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps]. */
+ * With a second argument "x", flash_tc's parts are also timed apart (its
+ * SKIP experiments: each leaves a part out) at each unbatched shape.
+ * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x]]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 #include "gpu/attention.h"
 #include "gpu/internal.h"
 #include "timing.h"
+
+static bool experiments; /* argv[2] "x": flash_tc's parts timed apart */
 
 typedef struct {
   const char *name;
@@ -47,6 +51,66 @@ static double timed(gpu_device *d, const gpu_attn *a, bool relative, int reps) {
   }
   gpu_rec_free(rec);
   return best / reps * 1e-3;
+}
+
+/* flash_tc recorded directly with keys per block kb and experiment bits
+ * `skip` (flash_tc.comp's SKIP: parts left out, so the time of each shows). */
+typedef struct {
+  const gpu_attn *a;
+  bool relative;
+  uint32_t kb, skip;
+} variant;
+
+static void record_variant(gpu_rec *rec, const variant *x) {
+  const gpu_attn *a = x->a;
+  uint32_t n = a->batch > 1 ? a->batch : 1;
+  uint32_t spec[5] = {x->relative, a->head_dim, n > 1, x->kb, x->skip};
+  gpu_attn_slice qv = x->relative ? a->qv : a->q, pos = x->relative ? a->pos : a->q;
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
+    uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride, heads;
+  } fp = {a->t,        a->head_dim, 1.0f / sqrtf((float)a->head_dim), 0, a->q.offset, a->q.stride,
+          a->k.offset, a->k.stride, a->v.offset, a->v.stride, qv.offset, qv.stride, pos.offset,
+          pos.stride,  a->o.offset, a->o.stride, a->heads};
+  gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf, a->q.buf, a->o.buf,
+                      n > 1 ? a->lens : a->q.buf};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 5), fb, 8, &fp, sizeof fp,
+               (a->t + 63) / 64, n * a->heads, 1);
+}
+
+static double timed_variant(gpu_device *d, const variant *x, int reps) {
+  gpu_rec *rec;
+  if (gpu_rec_new(d, &rec)) exit(1);
+  double best = 1e30;
+  for (int r = 0; r < 3; r++) {
+    if (gpu_rec_begin(rec)) exit(1);
+    for (int i = 0; i < reps; i++) record_variant(rec, x);
+    double t0 = bench_now_ms();
+    if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed: %s\n", steno_last_error()));
+    double dt = bench_now_ms() - t0;
+    best = dt < best ? dt : best;
+  }
+  gpu_rec_free(rec);
+  return best / reps * 1e3; /* µs */
+}
+
+static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) {
+  static const uint32_t skips[] = {0, 1, 2, 4, 8, 16, 7, 15, 31};
+  static const char *what[] = {"whole", "no softmax lanes", "no score MMAs", "no P·V MMAs",
+                               "no staging in the loop", "one pass", "staging + barriers",
+                               "barriers only", "q + output only"};
+  uint32_t kbs[] = {16, 32, 64};
+  for (int k = 0; k < 3; k++) {
+    uint32_t kb = kbs[k];
+    if ((relative && kb != 16) || (!relative && a->head_dim > 64 && kb == 64)) continue;
+    for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
+      variant x = {a, relative, kb, skips[i]};
+      printf("    KB %2u %-24s %9.1f µs\n", kb, what[i], timed_variant(d, &x, reps));
+    }
+  }
+  fflush(stdout);
 }
 
 static void run(gpu_device *d, const shape *s, int reps) {
@@ -84,6 +148,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
   printf("%-34s portable %9.1f µs  flash_tc %9.1f µs  %6.2fx  max |diff| %.2e of %.2f\n", s->name,
          sec[0] * 1e6, sec[1] * 1e6, sec[0] / sec[1], diff, big);
   fflush(stdout);
+  if (experiments && !s->batch) variants(&a, d, s->relative, reps);
   gpu_buffer_free(x), gpu_buffer_free(pos), gpu_buffer_free(o), gpu_buffer_free(scores);
   gpu_buffer_free(lens);
   free(out[0]), free(out[1]);
@@ -91,6 +156,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
 
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 10;
+  experiments = argc > 2 && argv[2][0] == 'x';
   gpu_device *d;
   if (reps < 1 || gpu_open(NULL, &d)) return 1;
   printf("%s, %d calls per submission\n", gpu_device_info(d)->name, reps);

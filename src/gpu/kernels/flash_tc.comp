@@ -19,8 +19,9 @@
 // One workgroup of 4 subgroups (32 lanes each) per 64 queries of one head
 // (gl_WorkGroupID.y: the head, or clip·heads + head with BATCH); a subgroup
 // owns 16 queries, whose q (and q+v) stay in HD/16 f16 matrices. Keys go in
-// blocks of KB (spec constant 3: 32 plain, 16 relative, so shared memory
-// stays under 48 KiB at HD = 128), each staged in shared memory as f16.
+// blocks of KB (spec constant 3; attention.c picks it so that shared memory
+// stays under 48 KiB), each staged in shared memory as f16; the next block's
+// k and v rows are loaded into registers while one block is worked on.
 // Two passes over the keys: the first finds each query's max and softmax
 // sum (s in f32 from the tensor cores, stored to shared and read back by
 // two lanes per query, half the block each); the second recomputes the same
@@ -40,7 +41,11 @@ layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint RELATIVE = 0;
 layout(constant_id = 1) const uint HD = 64; // a multiple of 16 up to 128
 layout(constant_id = 2) const uint BATCH = 0;
-layout(constant_id = 3) const uint KB = 32; // 16 or 32
+layout(constant_id = 3) const uint KB = 32; // 16, 32 or 64
+// Timing experiments only (bench/attention_speed: the result is then wrong):
+// bits skip 1 the lanes' softmax, 2 the score products, 4 the P·V products,
+// 8 the staging of each key block, 16 the first pass. 0 in steno.
+layout(constant_id = 4) const uint SKIP = 0;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k[]; };
@@ -65,12 +70,20 @@ const uint D8 = HD / 8, ROWW = D8 + 1;       // uvec4 (8 halves) per row, one of
 const uint PR = RELATIVE * (KB + BQ);        // pos rows staged (KB + 63 used)
 const uint KS = 0, VS = KB * ROWW, PS = 2 * KB * ROWW;
 const uint STAGED = (2 * KB + PR) * ROWW;    // ≥ 64 rows: q and q+v are staged here first
-const uint SSW = KB / 4;                     // uvec4 per row of a subgroup's scores (f32)
-const uint BDW = RELATIVE * (KB + 16) / 4;   // ... of its pos band (f32)
+// Rows of the f32 scratch are padded by one uvec4, and lane r reads its
+// row's columns rotated by r: unpadded rows of 256 bytes put all 16 rows'
+// same column in one bank (the H200 ran KB = 64 2.6× slower than KB = 16).
+const uint SSW = KB / 4 + 1;                 // uvec4 per row of a subgroup's scores (f32)
+const uint BDW = RELATIVE * ((KB + 16) / 4 + 1); // ... of its pos band (f32)
 const uint PPW = KB / 8 + 1;                 // ... of its probabilities (f16)
 const uint SCR = 16 * (SSW + BDW + PPW);     // a subgroup's scratch
 shared uvec4 sm[STAGED + 4 * SCR];
 shared vec2 ml[THREADS];
+
+// The next key block's rows of k (and v), loaded while this block is worked
+// on: NCH chunks of 8 values per invocation.
+const uint NCH = (KB * D8 + THREADS - 1) / THREADS;
+vec4 rk[2 * NCH], rv[2 * NCH];
 
 uint pk(vec2 x) { return packHalf2x16(clamp(x, -65504.0, 65504.0)); }
 uvec4 pk8(vec4 x, vec4 y) { return uvec4(pk(x.xy), pk(x.zw), pk(y.xy), pk(y.zw)); }
@@ -88,6 +101,30 @@ uvec4 pk8(vec4 x, vec4 y) { return uvec4(pk(x.xy), pk(x.zw), pk(y.xy), pk(y.zw))
   }
 
 float f32_at(uint base, uint w, uint r, uint c) { return uintBitsToFloat(sm[base + r * w + c / 4][c % 4]); }
+
+void fetch_kv(uint tid, uint rb, uint col, uint len, uint j0, bool with_v) {
+  [[unroll]] for (uint i = 0; i < NCH; i++) {
+    uint e = tid + i * THREADS, r_ = e / D8, c8 = e % D8, g = j0 + r_;
+    bool in_ = e < KB * D8 && g < len;
+    uint ka = in_ ? (p.k_off + (rb + g) * p.k_stride + col) / 4 + 2 * c8 : 0;
+    rk[2 * i] = in_ ? k[ka] : vec4(0.0);
+    rk[2 * i + 1] = in_ ? k[ka + 1] : vec4(0.0);
+    if (with_v) {
+      uint va = in_ ? (p.v_off + (rb + g) * p.v_stride + col) / 4 + 2 * c8 : 0;
+      rv[2 * i] = in_ ? v[va] : vec4(0.0);
+      rv[2 * i + 1] = in_ ? v[va + 1] : vec4(0.0);
+    }
+  }
+}
+
+void store_kv(uint tid, bool with_v) {
+  [[unroll]] for (uint i = 0; i < NCH; i++) {
+    uint e = tid + i * THREADS, r_ = e / D8, c8 = e % D8;
+    if (e >= KB * D8) continue;
+    sm[KS + r_ * ROWW + c8] = pk8(rk[2 * i], rk[2 * i + 1]);
+    if (with_v) sm[VS + r_ * ROWW + c8] = pk8(rv[2 * i], rv[2 * i + 1]);
+  }
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x, sg = tid / 32, lane = tid % 32;
@@ -114,12 +151,14 @@ void main() {
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[ND];
   [[unroll]] for (uint d = 0; d < ND; d++) acc[d] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  for (uint pass = 0; pass < 2; pass++) {
+  uint pass0 = (SKIP & 16) != 0 ? 1 : 0;
+  fetch_kv(tid, rb, col, len, 0, pass0 == 1);
+  for (uint pass = pass0; pass < 2; pass++) {
     for (uint j0 = 0; j0 < len; j0 += KB) {
       barrier(); // the previous block's rows are no longer read
-      STAGE(k, p.k_off, p.k_stride, j0, len, KB, KS);
-      if (pass == 1) STAGE(v, p.v_off, p.v_stride, j0, len, KB, VS);
-      if (RELATIVE != 0) {
+      if ((SKIP & 8) != 0 && j0 == 0) fetch_kv(tid, rb, col, len, j0, pass == 1);
+      if ((SKIP & 8) == 0 || j0 == 0) store_kv(tid, pass == 1);
+      if (RELATIVE != 0 && ((SKIP & 8) == 0 || j0 == 0)) {
         // Window rows j0 − i0 − 63 + t − 1 ..: (i, j) reads row 63 − (i − i0) + (j − j0).
         int base = int(j0) - int(i0) - 64 + int(p.t);
         for (uint e = tid; e < PR * D8; e += THREADS) {
@@ -134,8 +173,12 @@ void main() {
         }
       }
       barrier();
+      // The next block (of this pass, else the second pass's first) on its way.
+      bool last = j0 + KB >= len;
+      if ((SKIP & 8) == 0 && !(last && pass == 1)) fetch_kv(tid, rb, col, len, last ? 0 : j0 + KB, last || pass == 1);
 
       // Scores of the subgroup's 16 queries × KB keys, and the pos band.
+      if ((SKIP & 2) == 0) {
       [[unroll]] for (uint n = 0; n < KB / 16; n++) {
         fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
         [[unroll]] for (uint d = 0; d < ND; d++) {
@@ -157,12 +200,13 @@ void main() {
           coopMatStoreNV(s, sm, bd + 4 * n, BDW, false);
         }
       }
+      }
       subgroupMemoryBarrierShared();
       subgroupBarrier();
 
       if (pass == 0) {
-        for (uint x = 0; x < KB / 2; x++) {
-          uint c = c0 + x, j = j0 + c;
+        for (uint x = 0; x < KB / 2 && (SKIP & 1) == 0; x++) {
+          uint c = c0 + (x + r) % (KB / 2), j = j0 + c;
           if (j >= len || (p.masked != 0 && mask[j] == 0)) continue;
           float s = f32_at(ss, SSW, r, c);
           if (RELATIVE != 0) s += f32_at(bd, BDW, r, c + 15 - r);
@@ -176,21 +220,21 @@ void main() {
         }
         continue;
       }
-      for (uint x = 0; x < KB / 2; x += 2) {
+      for (uint x = 0; x < KB / 4; x++) {
+        uint cp = c0 + 2 * ((x + r) % (KB / 4));
         vec2 w = vec2(0.0);
-        [[unroll]] for (uint y = 0; y < 2; y++) {
-          uint c = c0 + x + y, j = j0 + c;
+        [[unroll]] for (uint y = 0; y < 2 && (SKIP & 1) == 0; y++) {
+          uint c = cp + y, j = j0 + c;
           if (j >= len || (p.masked != 0 && mask[j] == 0)) continue;
           float s = f32_at(ss, SSW, r, c);
           if (RELATIVE != 0) s += f32_at(bd, BDW, r, c + 15 - r);
           w[y] = exp(s * p.scale - m) * inv;
         }
-        uint c = c0 + x;
-        sm[pp + r * PPW + c / 8][(c % 8) / 2] = packHalf2x16(w);
+        sm[pp + r * PPW + cp / 8][(cp % 8) / 2] = packHalf2x16(w);
       }
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      [[unroll]] for (uint kk = 0; kk < KB / 16; kk++) {
+      [[unroll]] for (uint kk = 0; kk < KB / 16 && (SKIP & 4) == 0; kk++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp;
         coopMatLoadNV(fp, sm, pp + 2 * kk, PPW, false);
         [[unroll]] for (uint d = 0; d < ND; d++) {
