@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "gpu/attention.h"
+#include "gpu/decode.h"
 #include "gpu/internal.h"
 #include "timing.h"
 
@@ -63,19 +64,25 @@ typedef struct {
 
 static void record_variant(gpu_rec *rec, const variant *x) {
   const gpu_attn *a = x->a;
-  uint32_t n = a->batch > 1 ? a->batch : 1;
+  uint32_t n = a->batch > 1 ? a->batch : 1, rows = n * a->t, w = a->heads * a->head_dim / 2;
+  const gpu_attn_slice *src[] = {&a->q, &a->k, &a->v, &a->qv};
+  uint32_t at[5] = {0};
+  for (int i = 0; i < (x->relative ? 4 : 3); i++) {
+    at[i] = (uint32_t)i * rows * w;
+    gpu_pack(rec, src[i]->buf, src[i]->offset, src[i]->stride, a->scores, at[i], w, rows, w);
+  }
+  at[4] = x->relative ? 4 * rows * w : 0;
+  if (x->relative) gpu_pack(rec, a->pos.buf, a->pos.offset, a->pos.stride, a->scores, at[4], w,
+                            2 * a->t - 1, w);
   uint32_t spec[5] = {x->relative, a->head_dim, n > 1, x->kb, x->skip};
-  gpu_attn_slice qv = x->relative ? a->qv : a->q, pos = x->relative ? a->pos : a->q;
   struct {
     uint32_t t, head_dim;
     float scale;
-    uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
-    uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride, heads;
-  } fp = {a->t,        a->head_dim, 1.0f / sqrtf((float)a->head_dim), 0, a->q.offset, a->q.stride,
-          a->k.offset, a->k.stride, a->v.offset, a->v.stride, qv.offset, qv.stride, pos.offset,
-          pos.stride,  a->o.offset, a->o.stride, a->heads};
-  gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf, a->q.buf, a->o.buf,
-                      n > 1 ? a->lens : a->q.buf};
+    uint32_t masked, qh, kh, vh, qvh, ph, row, o_off, o_stride, heads;
+  } fp = {a->t,      a->head_dim, 1.0f / sqrtf((float)a->head_dim), 0, at[0] / 4, at[1] / 4,
+          at[2] / 4, at[3] / 4,   at[4] / 4, w / 4, a->o.offset, a->o.stride, a->heads};
+  gpu_buffer *fb[] = {a->scores, a->scores, a->scores, a->scores, a->scores, a->scores, a->o.buf,
+                      n > 1 ? a->lens : a->scores};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 5), fb, 8, &fp, sizeof fp,
                (a->t + 63) / 64, n * a->heads, 1);
 }
@@ -97,19 +104,16 @@ static double timed_variant(gpu_device *d, const variant *x, int reps) {
 }
 
 static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) {
-  static const uint32_t skips[] = {0, 1, 2, 4, 8, 16, 7, 15, 31};
+  static const uint32_t skips[] = {0, 1, 2, 4, 16, 7};
   static const char *what[] = {"whole", "no softmax lanes", "no score MMAs", "no P·V MMAs",
-                               "no staging in the loop", "one pass", "staging + barriers",
-                               "barriers only", "q + output only"};
-  uint32_t kbs[] = {16, 32, 64};
-  for (int k = 0; k < 3; k++) {
-    uint32_t kb = kbs[k];
-    if ((relative && kb != 16) || (!relative && a->head_dim > 64 && kb == 64)) continue;
+                               "one pass", "packing + loop only"};
+  static const uint32_t kbs[] = {16, 32};
+  (void)relative;
+  for (int k = 0; k < 2; k++)
     for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
-      variant x = {a, relative, kb, skips[i]};
-      printf("    KB %2u %-24s %9.1f µs\n", kb, what[i], timed_variant(d, &x, reps));
+      variant x = {a, relative, kbs[k], skips[i]};
+      printf("    KB %2u %-24s %9.1f µs\n", kbs[k], what[i], timed_variant(d, &x, reps));
     }
-  }
   fflush(stdout);
 }
 

@@ -22,10 +22,9 @@ typedef struct {
 /* The chunked mask of the next one() (NeMo's chunked_limited): 0, or the
  * chunk length and the chunks of left context. */
 static size_t test_chunk, test_left;
-/* The tolerance of the path under test, and the pos rows' padding past d. */
+/* The tolerance of the path under test. */
 #define TC_TOL 4e-3f
 static float test_tol = KERNEL_TOL;
-static size_t test_pos_pad = 3;
 
 /* Whether key j counts for query i under the chunked mask. */
 static bool chunk_kept(size_t i, size_t j) {
@@ -77,7 +76,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
    * then the dual outputs (q+v). */
   size_t stride = layout == SEPARATE ? 2 * d + 64 : layout == PACKED ? pad : pad + d;
   size_t xn = t * stride, vn = layout == SEPARATE ? t * d : 1;
-  size_t pos_stride = d + test_pos_pad, pn = layout == RELATIVE ? (2 * t - 1) * pos_stride : 1;
+  size_t pos_stride = d + 3, pn = layout == RELATIVE ? (2 * t - 1) * pos_stride : 1;
   size_t o_off = 5, o_stride = d + 9, on = o_off + t * o_stride;
   uint32_t seed = (uint32_t)(t * 1000 + hd * 10 + heads + layout);
   float *x = test_random(xn, seed), *vs = test_random(vn, seed + 1);
@@ -103,6 +102,7 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
                        ? gpu_attention_scratch((uint32_t)t, (uint32_t)heads)
                        : gpu_attention_scratch_on(test_device(), (uint32_t)t, (uint32_t)heads,
                                                   (uint32_t)hd);
+  if (test_tol != KERNEL_TOL) scratch += 4 * t * d + 2 * t * d; /* flash_tc's f16 copies */
   CHECK_OK(gpu_buffer_new(test_device(), scratch * 4, &sb));
   gpu_buffer *vbuf = layout == SEPARATE ? vb : xb;
   gpu_attn a = {
@@ -150,13 +150,14 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
  * finite. The padding's values are random: a key read from it shows. */
 static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t heads, size_t hd) {
   size_t d = heads * hd, pad = (3 * d + 63) / 64 * 64, stride = layout == PACKED ? pad : pad + d;
-  size_t rows = n * t, xn = rows * stride, pos_stride = d + test_pos_pad, pn = (2 * t - 1) * pos_stride;
+  size_t rows = n * t, xn = rows * stride, pos_stride = d + 3, pn = (2 * t - 1) * pos_stride;
   size_t o_stride = d + 9, on = rows * o_stride;
   float *x = test_random(xn, 70), *pos = test_random(pn, 71), *o0 = test_random(on, 72);
   gpu_buffer *xb = test_upload(x, xn), *pb = test_upload(pos, pn), *ob = test_upload(o0, on), *sb;
   gpu_buffer *lb = test_upload((const float *)lens, n);
-  CHECK_OK(gpu_buffer_new(test_device(), n * gpu_attention_scratch((uint32_t)t, (uint32_t)heads) * 4,
-                          &sb));
+  size_t scratch = n * gpu_attention_scratch((uint32_t)t, (uint32_t)heads);
+  if (test_tol != KERNEL_TOL) scratch += 4 * rows * d + 2 * t * d; /* flash_tc's f16 copies */
+  CHECK_OK(gpu_buffer_new(test_device(), scratch * 4, &sb));
   gpu_attn a = {
       .q = {xb, 0, (uint32_t)stride},
       .k = {xb, (uint32_t)d, (uint32_t)stride},
@@ -299,7 +300,8 @@ int main(void) {
   /* The portable path, then flash attention, then flash attention on the
    * tensor cores, each where its probe passed and alone (the other off).
    * flash_tc rounds its inputs and probabilities to f16: its own tolerance,
-   * and pos rows of 128-bit alignment (it takes the portable path otherwise). */
+   * and room for its f16 copies in the scores scratch (it takes the portable
+   * path otherwise). */
   gpu_device *d = test_device();
   bool passed[2] = {d->fast[GPU_FAST_ATTENTION], d->fast[GPU_FAST_ATTENTION_TC]};
   static const char *paths[] = {"portable", "flash", "flash on the tensor cores"};
@@ -309,7 +311,6 @@ int main(void) {
     d->fast[GPU_FAST_ATTENTION] = path == 1;
     d->fast[GPU_FAST_ATTENTION_TC] = path == 2;
     test_tol = path == 2 ? TC_TOL : KERNEL_TOL;
-    test_pos_pad = path == 2 ? 4 : 3;
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : 8 * 300 * 300),
           "scratch on the %s path", paths[path]);

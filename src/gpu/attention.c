@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "gpu/decode.h"
 #include "gpu/internal.h"
 
 /* Queries, keys and columns per workgroup tile (the kernels' T). */
@@ -39,22 +40,59 @@ static bool use_flash(const gpu_device *d, uint32_t t, uint32_t head_dim, bool r
          flash_fits(d, t, head_dim);
 }
 
-/* flash_tc.comp's keys per block: the relative variant's pos window (KB + 64
- * rows) and plain attention at head size 128 must fit its shared memory in
- * 48 KiB with them. */
+/* flash_tc.comp's keys per block. */
 static uint32_t flash_tc_kb(uint32_t head_dim, bool relative) {
-  return relative ? 16 : head_dim <= 64 ? 64 : 32;
+  (void)head_dim, (void)relative;
+  return 16;
 }
 
-/* Rows flash_tc can read with 128-bit loads. */
-static bool aligned4(gpu_attn_slice s) { return s.offset % 4 == 0 && s.stride % 4 == 0; }
+/* Words of the scores scratch flash_tc's f16 copies take: q, k, v (and q+v)
+ * of n·t rows, pos of 2t − 1 rows and one more (its band may read there). */
+static uint64_t flash_tc_words(const gpu_attn *a, bool relative) {
+  uint64_t n = a->batch > 1 ? a->batch : 1, w = (uint64_t)a->heads * a->head_dim / 2;
+  return (relative ? 4 : 3) * n * a->t * w + (relative ? 2 * (uint64_t)a->t * w : 0);
+}
+
+/* The shortest t flash_tc takes when chosen by timing (it is timed at t =
+ * 1000): on the H200 at t = 138 the portable path's three dispatches took
+ * 57 µs and flash_tc 94 (docs/perf.md). With every fast kernel on (tests,
+ * probes) it takes any t of at least a key block. */
+#define FLASH_TC_MIN_T 256
 
 /* flash_tc where its probe passed and it is used (timed faster here, or
- * gpu_set_fast on), for head sizes of 16·n up to 128; not for chunked masks. */
+ * gpu_set_fast on), for head sizes of 16·n up to 128, the f16 copies within
+ * the scores scratch; not for chunked masks. */
 static bool use_flash_tc(const gpu_device *d, const gpu_attn *a, bool relative) {
+  uint32_t min_t = d->use_fast == GPU_FAST_ALL ? flash_tc_kb(a->head_dim, relative) : FLASH_TC_MIN_T;
   return !a->chunk && gpu_fast_used(d, GPU_FAST_ATTENTION_TC) && a->head_dim % 16 == 0 &&
-         a->head_dim <= 128 && aligned4(a->q) && aligned4(a->k) && aligned4(a->v) &&
-         (!relative || (aligned4(a->qv) && aligned4(a->pos)));
+         a->head_dim <= 128 && a->t >= min_t && a->scores &&
+         flash_tc_words(a, relative) <= gpu_buffer_size(a->scores) / 4;
+}
+
+/* flash_tc: q, k, v (q+v, pos) packed to f16 rows in the scores scratch, then the kernel. */
+static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
+  uint32_t n = a->batch > 1 ? a->batch : 1, rows = n * a->t, w = a->heads * a->head_dim / 2;
+  const gpu_attn_slice *src[] = {&a->q, &a->k, &a->v, &a->qv};
+  uint32_t at[5];
+  for (int i = 0; i < (relative ? 4 : 3); i++) {
+    at[i] = (uint32_t)i * rows * w;
+    gpu_pack(rec, src[i]->buf, src[i]->offset, src[i]->stride, a->scores, at[i], w, rows, w);
+  }
+  at[3] = relative ? at[3] : at[0];
+  at[4] = relative ? 4 * rows * w : at[0];
+  if (relative) gpu_pack(rec, a->pos.buf, a->pos.offset, a->pos.stride, a->scores, at[4], w,
+                         2 * a->t - 1, w);
+  uint32_t spec[4] = {relative, a->head_dim, n > 1, flash_tc_kb(a->head_dim, relative)};
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t masked, qh, kh, vh, qvh, ph, row, o_off, o_stride, heads;
+  } fp = {a->t,      a->head_dim, scale,     a->mask != NULL, at[0] / 4, at[1] / 4, at[2] / 4,
+          at[3] / 4, at[4] / 4,   w / 4,     a->o.offset,     a->o.stride, a->heads};
+  gpu_buffer *fb[] = {a->scores, a->scores, a->scores, a->scores, a->scores,
+                      a->mask ? a->mask : a->scores, a->o.buf, n > 1 ? a->lens : a->scores};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 4), fb, 8, &fp, sizeof fp,
+               (a->t + 63) / 64, n * a->heads, 1);
 }
 
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
@@ -155,20 +193,7 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   if (tc) {
-    uint32_t spec[4] = {rel, hd, batched, flash_tc_kb(hd, relative)};
-    gpu_kernel *k = gpu_rec_kernel(rec, "flash_tc", spec, 4);
-    struct {
-      uint32_t t, head_dim;
-      float scale;
-      uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
-      uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride, heads;
-    } fp = {t,           hd,          scale,       a->mask != NULL, a->q.offset, a->q.stride,
-            a->k.offset, a->k.stride, a->v.offset, a->v.stride,     qv.offset,   qv.stride,
-            pos.offset,  pos.stride,  a->o.offset, a->o.stride,     a->heads};
-    gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf,
-                        a->mask ? a->mask : a->q.buf, a->o.buf, batched ? a->lens : a->q.buf};
-    gpu_dispatch(rec, k, fb, 8, &fp, sizeof fp, (t + 63) / 64,
-                 batched ? a->batch * a->heads : a->heads, 1);
+    flash_tc(rec, a, relative, scale);
     return;
   }
   if (flash) {
