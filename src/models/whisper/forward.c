@@ -53,42 +53,88 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
   return st;
 }
 
-/* One token through the decoder at position pos; the residual stream stays in dx. */
-static void record_token(whisper *m, int id, uint32_t pos) {
+/* The embedding of token id at position pos into dx, the residual stream. */
+static void record_embed(whisper *m, gpu_rec *rec, int id, uint32_t pos) {
+  gpu_embed(rec, &m->embed, (uint32_t)id, m->dec_pos, pos * m->c.d, m->a.dx, 0);
+}
+
+/* The decoder's layers over dx at position pos; with `head`, the final norm
+ * and the tied head into the logits (the readback buffer: load.c). */
+static void record_layers(whisper *m, gpu_rec *rec, uint32_t pos, bool head) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
-  gpu_embed(m->rec, &m->embed, (uint32_t)id, m->dec_pos, pos * c->d, a->dx, 0);
   tf_dec_scratch s = {.x = a->dx, .h = a->dh, .qkv = a->dqkv, .att = a->datt, .ff = a->dff,
                       .att_scratch = a->att_scratch};
   for (uint32_t i = 0; i < c->dec_layers; i++)
-    tf_dec_forward(m->rec, &m->dec_dims, &m->dec[i], &s, pos, c->n_audio_ctx);
+    tf_dec_forward(rec, &m->dec_dims, &m->dec[i], &s, pos, c->n_audio_ctx);
+  if (!head) return;
+  gpu_layer_norm(rec, a->dx, 0, c->d, &m->dec_ln, a->dh, 0, c->d, 1, c->d, NULL, NULL);
+  gpu_gemv(rec, a->dh, 0, &m->embed, a->logits, 0, GPU_EPI_BIAS, 0);
 }
 
-int whisper_feed_start(whisper *m, const int *ids, uint32_t n, uint32_t pos, bool logits) {
+static int check_token(const whisper_config *c, int id) {
+  if (id >= 0 && (uint32_t)id < c->vocab) return 0;
+  return err_set(STENO_ERR_INVALID, "whisper: token %d of %u", id, c->vocab);
+}
+
+int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {
   const whisper_config *c = &m->c;
   if (n == 0 || pos + n > c->n_text_ctx)
     return err_set(STENO_ERR_INVALID, "whisper: %u tokens at position %u of %u", n, pos,
                    c->n_text_ctx);
-  for (uint32_t i = 0; i < n; i++)
-    if (ids[i] < 0 || (uint32_t)ids[i] >= c->vocab)
-      return err_set(STENO_ERR_INVALID, "whisper: token %d of %u", ids[i], c->vocab);
+  for (uint32_t i = 0; i < n; i++) TRY(check_token(c, ids[i]));
   TRY(gpu_rec_begin(m->rec));
-  for (uint32_t i = 0; i < n; i++) record_token(m, ids[i], pos + i);
-  if (logits) {
-    whisper_arena *a = &m->a;
-    gpu_layer_norm(m->rec, a->dx, 0, c->d, &m->dec_ln, a->dh, 0, c->d, 1, c->d, NULL, NULL);
-    gpu_gemv(m->rec, a->dh, 0, &m->embed, a->logits, 0, GPU_EPI_BIAS, 0);
+  for (uint32_t i = 0; i < n; i++) {
+    record_embed(m, m->rec, ids[i], pos + i);
+    record_layers(m, m->rec, pos + i, logits && i == n - 1);
   }
-  return gpu_rec_submit(m->rec);
+  TRY(gpu_rec_run(m->rec));
+  /* A memcpy: the head writes logits into memory the host reads. */
+  return logits ? gpu_download(m->a.logits, 0, logits, (size_t)c->vocab * sizeof *logits) : 0;
 }
 
-int whisper_feed_finish(whisper *m, float *logits) {
-  TRY(gpu_rec_wait(m->rec));
-  /* A memcpy: the head writes logits into memory the host reads (load.c). */
-  return logits ? gpu_download(m->a.logits, 0, logits, (size_t)m->c.vocab * sizeof *logits) : 0;
+/* ---- one generated token in three steps ---- */
+
+int whisper_step_prepare(whisper *m, uint32_t pos) {
+  if (pos >= m->c.n_text_ctx)
+    return err_set(STENO_ERR_INVALID, "whisper: position %u of %u", pos, m->c.n_text_ctx);
+  whisper_steps *st = &m->steps;
+  gpu_rec *rec = st->layers[pos % 2];
+  st->prepared[pos % 2] = -1;
+  TRY(gpu_rec_begin(rec)); /* its last run, the token at pos − 2, is done */
+  record_layers(m, rec, pos, true);
+  st->prepared[pos % 2] = (int64_t)pos;
+  return 0;
 }
 
-int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {
-  TRY(whisper_feed_start(m, ids, n, pos, logits != NULL));
-  return whisper_feed_finish(m, logits);
+int whisper_step_start(whisper *m, int id, uint32_t pos) {
+  whisper_steps *st = &m->steps;
+  TRY(check_token(&m->c, id));
+  if (pos >= m->c.n_text_ctx)
+    return err_set(STENO_ERR_INVALID, "whisper: position %u of %u", pos, m->c.n_text_ctx);
+  gpu_rec *layers = st->layers[pos % 2];
+  st->embed_live = st->prepared[pos % 2] == (int64_t)pos;
+  st->prepared[pos % 2] = -1; /* submitted once, then recorded again */
+  if (st->embed_live) {
+    /* Two submissions in queue order: each starts with a barrier on all earlier writes. */
+    TRY(gpu_rec_begin(st->embed));
+    record_embed(m, st->embed, id, pos);
+    TRY(gpu_rec_submit(st->embed));
+  } else { /* not prepared: all of it in one submission */
+    TRY(gpu_rec_begin(layers));
+    record_embed(m, layers, id, pos);
+    record_layers(m, layers, pos, true);
+  }
+  st->live = layers;
+  return gpu_rec_submit(layers);
+}
+
+int whisper_step_finish(whisper *m, float *logits) {
+  whisper_steps *st = &m->steps;
+  if (!st->live) return err_set(STENO_ERR_INVALID, "whisper_step_finish without whisper_step_start");
+  gpu_rec *live = st->live;
+  st->live = NULL;
+  TRY(gpu_rec_wait(live));
+  if (st->embed_live) TRY(gpu_rec_wait(st->embed)); /* done before the layers; its mark is checked */
+  return gpu_download(m->a.logits, 0, logits, (size_t)m->c.vocab * sizeof *logits);
 }

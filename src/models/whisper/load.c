@@ -428,6 +428,7 @@ void whisper_session_free(whisper *s) {
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   free(a->host_logits);
   gpu_rec_free(s->rec);
+  gpu_rec_free(s->steps.layers[0]), gpu_rec_free(s->steps.layers[1]), gpu_rec_free(s->steps.embed);
   for (uint32_t i = 0; s->dec && i < s->c.dec_layers; i++)
     gpu_buffer_free(s->dec[i].self_cache), gpu_buffer_free(s->dec[i].cross_cache);
   free(s->dec);
@@ -446,11 +447,23 @@ int whisper_session_new(const whisper *m, whisper **out) {
   if (!st) memcpy(s->dec, m->dec, m->c.dec_layers * sizeof *s->dec);
   if (!st) st = arena(s);
   if (!st) st = gpu_rec_new(s->dev, &s->rec);
+  for (int i = 0; i < 2 && !st; i++) st = gpu_rec_new(s->dev, &s->steps.layers[i]);
+  if (!st) st = gpu_rec_new(s->dev, &s->steps.embed);
+  s->steps.prepared[0] = s->steps.prepared[1] = -1;
+  /* Recording ahead trades a token's ~60 dispatches of recording for a second
+   * submission: on by default where the GPU is discrete (recording then costs
+   * the host more than a submission), off where it shares the host's memory
+   * (lavapipe: a submission costs more). STENO_WHISPER_AHEAD=0/1 overrides. */
+  const char *ahead = getenv("STENO_WHISPER_AHEAD");
+  s->steps.ahead = ahead && *ahead ? !strcmp(ahead, "1") : !gpu_device_info(s->dev)->unified;
   if (st) {
     whisper_session_free(s);
     return st;
   }
   gpu_rec_profile(s->rec, "whisper");
+  gpu_rec_profile(s->steps.layers[0], "whisper tokens (even positions)");
+  gpu_rec_profile(s->steps.layers[1], "whisper tokens (odd positions)");
+  gpu_rec_profile(s->steps.embed, "whisper token embeddings");
   *out = s;
   return 0;
 }

@@ -175,18 +175,21 @@ static int decode_tier(whisper *m, const whisper_output *o, size_t sot, float te
   *no_speech = wsearch_prob(x, (int)c->vocab, c->no_timestamps - 1);
   if (np > sot + 1) TRY(whisper_feed(m, o->prefix + sot + 1, np - (uint32_t)sot - 1, (uint32_t)sot + 1, x));
   out->n = 0;
+  if (m->steps.ahead) TRY(whisper_step_prepare(m, np));
   for (;;) {
     if (p->abort && p->abort(p->abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");
     wsearch_process(&rules, out->tok, out->n, x);
     if (bench) x[c->eot] = -INFINITY;
     int id = wsearch_choose(x, (int)c->vocab, temperature, rng);
     bool last = id == c->eot || np + out->n + 1 >= c->n_text_ctx || out->n + 1 == bench;
-    /* The GPU computes the next logits while the host takes this token's
-     * log-softmax (a pass of exp over the vocabulary) from x. */
-    if (!last) TRY(whisper_feed_start(m, &id, 1, np + (uint32_t)out->n, true));
+    /* While the GPU computes the next logits, the host takes this token's
+     * log-softmax (a pass of exp over the vocabulary) from x and, recording
+     * ahead, records the token after it. */
+    if (!last) TRY(whisper_step_start(m, id, np + (uint32_t)out->n));
     TRY(seq_push(out, id, wsearch_logprob(x, (int)c->vocab, id)));
     if (last) return 0;
-    TRY(whisper_feed_finish(m, x));
+    if (m->steps.ahead) TRY(whisper_step_prepare(m, np + (uint32_t)out->n));
+    TRY(whisper_step_finish(m, x));
   }
 }
 

@@ -41,6 +41,17 @@ typedef struct {
   float *host_logits; /* [vocab] */
 } whisper_arena;
 
+/* The recorders of the token-by-token steps (whisper_step_*): the layers
+ * alternate by position's parity, so the next token's are recorded while the
+ * GPU runs this one's; the embedding goes in a submission of its own. */
+typedef struct {
+  gpu_rec *layers[2], *embed;
+  int64_t prepared[2]; /* the position layers[i] holds, unsubmitted; −1: none */
+  gpu_rec *live;       /* submitted by _start, not yet waited for */
+  bool embed_live;     /* and the embedding's submission with it */
+  bool ahead;          /* run.c prepares the next token while the GPU runs one */
+} whisper_steps;
+
 /* A model, or a session of one: a copy of the model's struct that shares its
  * weights, tokenizer and tables (read-only) and owns its recorder, activations
  * and KV caches. The stages below run on a session. */
@@ -63,6 +74,7 @@ typedef struct whisper {
   int32_t *suppress, *begin_suppress;
   size_t n_suppress, n_begin_suppress;
   whisper_arena a;
+  whisper_steps steps; /* sessions only */
 } whisper;
 
 int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out);
@@ -87,12 +99,16 @@ int whisper_encode(whisper *m, const float *mel, float *enc);
  * cache); logits (if not NULL) gets the raw logits [vocab] after the last. */
 int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits);
 
-/* whisper_feed in two halves, so the host can work while the GPU runs:
- * _start records and submits (the logits computed where `logits`), _finish
- * waits and copies them into `logits` (not NULL where asked for). Nothing of
- * the session may be used between them. */
-int whisper_feed_start(whisper *m, const int *ids, uint32_t n, uint32_t pos, bool logits);
-int whisper_feed_finish(whisper *m, float *logits);
+/* One generated token in steps, so that the host's work hides behind the
+ * GPU: _prepare records the decoder's layers and head at pos (all but the
+ * embedding: call it while the GPU runs the token before); _start records the
+ * embedding of id and submits it and the prepared work (two submissions), or,
+ * where pos was not prepared, all of it in one; _finish waits and copies the
+ * logits. The same logits as whisper_feed(m, &id, 1, pos, logits). Between
+ * _start and _finish only _prepare of the next position may use the session. */
+int whisper_step_prepare(whisper *m, uint32_t pos);
+int whisper_step_start(whisper *m, int id, uint32_t pos);
+int whisper_step_finish(whisper *m, float *logits);
 
 /* One decoded window. */
 typedef struct {
