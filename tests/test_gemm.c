@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "gpu/internal.h"
 #include "gpu_test.h"
 #include "quant.h"
 #include "steno.h"
@@ -165,6 +166,78 @@ static void strided(void) {
   free(w), free(a), free(bias), free(want), free(got);
 }
 
+/* Split k summed in the GEMM's own dispatch (gpu_gemm_options' fixup): the
+ * last workgroup of each tile adds the pieces in gemm_reduce's order, so the
+ * output is gemm_reduce's, bit for bit, and the counters are zeros again. */
+static void fixup_same_bits(gpu_wtype t, size_t n, size_t k, size_t m, gpu_epi epi) {
+  gpu_device *d = test_device();
+  float *w = test_random(n * k, 21), *bias = test_random(n, 22), *a = test_random(m * k, 23);
+  float *c0 = test_random(m * n, 24), *got[2];
+  uint8_t *bytes = quant_encode(t, w, n * k);
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, t, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, bias, n, &l));
+  gpu_buffer *ab = test_upload(a, m * k);
+  gpu_gemm_plan plan[2];
+  for (int f = 0; f < 2; f++) {
+    CHECK_OK(gpu_gemm_options(d, 1, f));
+    gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan[f]);
+    gpu_buffer *cb = test_upload(c0, m * n);
+    gpu_rec *rec = test_rec();
+    gpu_gemm(rec, ab, &l, cb, (uint32_t)m, epi, 0.5f);
+    got[f] = test_run_read(rec, cb, m * n);
+    gpu_rec_free(rec);
+    gpu_buffer_free(cb);
+  }
+  CHECK_OK(gpu_gemm_options(d, 1, false));
+  CHECK(plan[0].splits > 1 && plan[1].splits == plan[0].splits && !plan[0].fixup && plan[1].fixup,
+        "fix-up at %zux%zux%zu: %u and %u pieces, fix-up %d and %d", m, n, k, plan[0].splits,
+        plan[1].splits, plan[0].fixup, plan[1].fixup);
+  size_t bad = 0;
+  for (size_t i = 0; i < m * n; i++) bad += memcmp(&got[0][i], &got[1][i], sizeof(float)) != 0;
+  CHECK(bad == 0, "fix-up %s %zux%zux%zu epilogue %d: %zu of %zu outputs differ from gemm_reduce's",
+        quant_names[t], m, n, k, (int)epi, bad, m * n);
+  uint32_t *count = malloc(4096 * sizeof *count);
+  CHECK_OK(gpu_download(gpu_device_counters(d), 0, count, 4096 * sizeof *count));
+  size_t left = 0;
+  for (size_t i = 0; i < 4096; i++) left += count[i] != 0;
+  CHECK(left == 0, "fix-up %zux%zux%zu: %zu counters not back to 0", m, n, k, left);
+  gpu_buffer_free(ab);
+  gpu_linear_free(&l);
+  free(count), free(got[0]), free(got[1]), free(w), free(bias), free(a), free(c0), free(bytes);
+}
+
+/* gpu_gemm_options: split k with the fix-up in the GEMM instead of
+ * gemm_reduce (the portable kernel: 4 pieces of 512 for 2 tiles at k = 2048;
+ * at Parakeet's FFN down, 138×1024×4096, 6 pieces for 48 tiles), against the
+ * reference and against gemm_reduce's bits; then, where gemm_tc runs (not on
+ * lavapipe), its loads two steps ahead, with and without the fix-up, at one
+ * step of k (k = 24, 40), a few, and many. */
+static void split_options(const float *bias) {
+  gpu_device *d = test_device();
+  const size_t n = 100, few[] = {1, 37}, odd[] = {37, 70}, ms[] = {1, 37, 70, 2100}, parakeet[] = {138};
+  float *bias_down = test_random(1024, 8);
+  for (uint32_t depth = 1; depth <= 2; depth++)
+    for (int fixup = depth == 1; fixup <= 1; fixup++) {
+      bool tc = gpu_gemm_variant_ok(d, GPU_GEMM_TC64) || gpu_gemm_variant_ok(d, GPU_GEMM_TC128);
+      if (depth > 1 && !tc) continue; /* depth is gemm_tc's alone */
+      CHECK_OK(gpu_gemm_options(d, depth, fixup));
+      for (gpu_wtype t = depth > 1 ? GPU_F16 : GPU_F32; t <= GPU_Q8_0; t++) {
+        one_layer(t, n, 2048, few, 2, bias, n, 7);
+        one_layer(t, n, 2048, few, 2, bias, n + 64, 2);
+        if (depth == 1) continue;
+        one_layer(t, n, 96, ms, 4, bias, n, 2);
+        if (t != GPU_Q8_0) one_layer(t, n, 24, odd, 2, bias, n, 1), one_layer(t, n, 40, odd, 2, bias, n, 1);
+      }
+      one_layer(GPU_F16, 1024, 4096, parakeet, 1, bias_down, 1024, 2);
+    }
+  free(bias_down);
+  CHECK_OK(gpu_gemm_options(d, 1, false));
+  CHECK(gpu_gemm_options(d, 3, false) != 0, "gemm_tc depth 3 accepted");
+  CHECK(gpu_gemm_options(d, 0, false) != 0, "gemm_tc depth 0 accepted");
+  fixup_same_bits(GPU_F16, 1024, 4096, 138, GPU_EPI_RESIDUAL);
+  fixup_same_bits(GPU_Q8_0, 100, 2048, 37, GPU_EPI_GELU);
+}
+
 int main(void) {
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
@@ -195,6 +268,7 @@ int main(void) {
     one_layer(t, n, 2048, few, 2, bias, n, 7);
     one_layer(t, n, 2048, few, 2, bias, n + 64, 2);
   }
+  split_options(bias);
   to_f16(GPU_BF16, 100, 40);   /* padded rows and k */
   to_f16(GPU_BF16, 1024, 4096); /* Parakeet 0.6B's FFN down */
   to_f16(GPU_Q8_0, 100, 96);
