@@ -122,7 +122,8 @@ static void run(gpu_device *d, const shape *s, int reps) {
   gpu_buffer *x = random_buffer(d, (size_t)rows * 4 * D), *pos = random_buffer(d, (size_t)(2 * s->t - 1) * D);
   gpu_buffer *o, *scores, *lens = NULL;
   if (gpu_buffer_new(d, (size_t)rows * D * 4, &o) ||
-      gpu_buffer_new(d, (size_t)n * gpu_attention_scratch(s->t, s->heads) * 4, &scores))
+      gpu_buffer_new(d, ((size_t)n * gpu_attention_scratch(s->t, s->heads) + (size_t)4 * rows * D +
+                            (size_t)2 * s->t * D) * 4, &scores)) /* + flash_tc's f16 copies */
     exit(1);
   if (s->batch) { /* lengths from t down to t/2 */
     uint32_t *l = malloc(n * sizeof *l);

@@ -19,7 +19,8 @@
 // barrier) owns 16 queries of one head (gl_WorkGroupID.y: the head, or
 // clip·heads + head), their q (and q+v) in HD/16 f16 matrices loaded once,
 // and walks the keys in blocks of KB (spec constant 3), each matrix loaded
-// straight from h16 (L2 serves the rows the other subgroups read too).
+// straight from h16 (L2 serves the rows the other subgroups read too), the
+// next block's k and v while this block's are worked on.
 // Nothing is read outside the copies: the last query tile and the last key
 // block are moved back to end at t (t ≥ KB, attention.c checks), the keys a
 // moved block repeats are skipped, and the rows a moved tile repeats are
@@ -73,6 +74,16 @@ shared vec2 ml[128];
 
 float f32_at(uint base, uint w, uint r, uint c) { return uintBitsToFloat(sm[base + r * w + c / 4][c % 4]); }
 
+// Block j0's k matrices (transposed) into fkn, and with `v` its v matrices into fvn.
+#define LOAD_KV(j0, v)                                                                        \
+  {                                                                                           \
+    uint at_ = (rb + (j0)) * p.row + c8;                                                      \
+    [[unroll]] for (uint n_ = 0; n_ < KB / 16; n_++) [[unroll]] for (uint d_ = 0; d_ < ND; d_++) { \
+      coopMatLoadNV(fkn[n_ * ND + d_], h16, p.kh + at_ + 16 * n_ * p.row + 2 * d_, p.row, true); \
+      if (v) coopMatLoadNV(fvn[n_ * ND + d_], h16, p.vh + at_ + 16 * n_ * p.row + 2 * d_, p.row, false); \
+    }                                                                                         \
+  }
+
 void main() {
   uint tid = gl_LocalInvocationID.x, sg = tid / 32, lane = tid % 32;
   uint z = gl_WorkGroupID.y, h = BATCH != 0 ? z % p.heads : z, clip = BATCH != 0 ? z / p.heads : 0;
@@ -94,19 +105,25 @@ void main() {
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[ND];
   [[unroll]] for (uint d = 0; d < ND; d++) acc[d] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  for (uint pass = (SKIP & 16) != 0 ? 1 : 0; pass < 2; pass++) {
+  // The next block's k (and v) matrices are loaded while this block is worked on.
+  const uint NF = KB / 16 * ND;
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fkn[NF], fvn[NF], fk[NF], fv[NF];
+  uint pass0 = (SKIP & 16) != 0 ? 1 : 0;
+  LOAD_KV(0, pass0 == 1);
+  for (uint pass = pass0; pass < 2; pass++) {
     for (uint jb = 0; jb < len; jb += KB) {
       uint j0 = min(jb, p.t - KB); // keys j0 .. jb − 1 were this pass's last block's
-      uint kr = (rb + j0) * p.row + c8;
+      [[unroll]] for (uint f = 0; f < NF; f++) {
+        fk[f] = fkn[f];
+        if (pass == 1) fv[f] = fvn[f];
+      }
+      bool next_pass = jb + KB >= len;
+      if (!(next_pass && pass == 1)) LOAD_KV(next_pass ? 0 : min(jb + KB, p.t - KB), next_pass || pass == 1);
       // Scores of the subgroup's 16 queries × KB keys, and the pos band.
       if ((SKIP & 2) == 0) {
         [[unroll]] for (uint n = 0; n < KB / 16; n++) {
           fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-          [[unroll]] for (uint d = 0; d < ND; d++) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fk;
-            coopMatLoadNV(fk, h16, p.kh + kr + 16 * n * p.row + 2 * d, p.row, true);
-            s = coopMatMulAddNV(fq[d], fk, s);
-          }
+          [[unroll]] for (uint d = 0; d < ND; d++) s = coopMatMulAddNV(fq[d], fk[n * ND + d], s);
           coopMatStoreNV(s, sm, ss + 4 * n, SSW, false);
         }
         if (RELATIVE != 0) {
@@ -159,11 +176,7 @@ void main() {
       [[unroll]] for (uint kk = 0; kk < KB / 16 && (SKIP & 4) == 0; kk++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp;
         coopMatLoadNV(fp, sm, pp + 2 * kk, PPW, false);
-        [[unroll]] for (uint d = 0; d < ND; d++) {
-          fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fv;
-          coopMatLoadNV(fv, h16, p.vh + kr + 16 * kk * p.row + 2 * d, p.row, false);
-          acc[d] = coopMatMulAddNV(fp, fv, acc[d]);
-        }
+        [[unroll]] for (uint d = 0; d < ND; d++) acc[d] = coopMatMulAddNV(fp, fv[kk * ND + d], acc[d]);
       }
       subgroupBarrier(); // P is read before the next block's are written
     }
