@@ -1,15 +1,23 @@
-/* gemm_tc's tile shapes and split-k counts at few rows (the encoder of one
- * clip: m ≈ 138), side by side in one run: for each shape, each tile
- * (SG_M × SG_N subgroups of TM × TN 16×16 matrices) and each split count, the
- * best of 3 submissions of `reps` calls (the split's gemm_reduce included),
- * µs per call and TFLOP/s, and the largest difference from gpu_gemm's own
- * choice relative to the largest output (a wrong configuration shows there).
+/* gemm_tc at few rows (the encoder of one clip: m ≈ 138), in one run. Times
+ * are the best of 3 submissions of `reps` calls (each dispatch behind a
+ * barrier, as gpu_dispatch records them), in µs per call and TFLOP/s; "diff"
+ * is the largest difference from gpu_gemm's own choice relative to the largest
+ * output (a wrong configuration shows there as WRONG).
+ *   deep  (default) the experiments of gemm_tc.comp's DEPTH and FIXUP:
+ *         (a) DEPTH 1/2 × FIXUP 0/1 with the 128×128 and 64×128 tiles at
+ *         Parakeet's shapes, k cut as gpu_gemm cuts it; (b) a k-scan at
+ *         m × 3072 × k, k = 32…2048, no split, each tile and DEPTH, with the
+ *         line fitted through it (µs per 32-wide k step, fixed µs per call);
+ *         (c) the per-dispatch floor: a 1-invocation kernel (mark.comp) and an
+ *         empty gemm_tc (m = 0: one workgroup), recorded the same way.
+ *   tiles the earlier sweep: 9 tiles × split counts 1–16 at the same shapes.
+ *   all   both.
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m]. */
+ * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [deep|tiles|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include <string.h>
 
 #include "gpu/internal.h"
 #include "gpu/linear.h"
@@ -27,46 +35,72 @@ typedef struct {
   uint32_t sg_m, sg_n, tm, tn;
 } tile;
 
-/* One gemm_tc call with tile t and `splits` pieces of k (as gpu_gemm records it). */
-static void record(gpu_rec *rec, const tile *t, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c,
-                   gpu_buffer *part, uint32_t m, uint32_t splits) {
-  uint32_t threads = 32 * t->sg_m * t->sg_n;
-  uint32_t spec[6] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads};
+/* A problem on the GPU: a [m][k], c [m][n], F16 weights with bias, and
+ * gpu_gemm's own result (ref) to compare with. */
+typedef struct {
+  uint32_t m, n, k;
+  gpu_buffer *a, *c;
+  gpu_linear l;
+  float *ref, *out;
+  double top, flop;
+} problem;
+
+/* One gemm_tc call with tile t, `splits` pieces of k (as gpu_gemm records
+ * them), and DEPTH / FIXUP (FIXUP: no gemm_reduce; the counters at binding 6). */
+static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits, uint32_t depth,
+                   bool fixup) {
+  gpu_device *d = gpu_rec_device(rec);
+  const gpu_linear *l = &pb->l;
+  uint32_t threads = 32 * t->sg_m * t->sg_n, m = pb->m;
+  uint32_t spec[8] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, depth, fixup};
   uint32_t bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + 31) / 32 * 32;
   splits = (l->k + kc - 1) / kc;
+  fixup = fixup && splits > 1;
   struct {
     uint32_t m, n, k, mode;
     float alpha;
     uint32_t dual, lda, wk, splits, kc;
   } push = {m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, splits, kc};
-  gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->bias, splits > 1 ? part : c};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 6), bufs, 6, &push, sizeof push,
+  gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
+  gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c,
+                        gpu_device_counters(d)};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 8), bufs, 7, &push, sizeof push,
                (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
-  if (splits == 1) return;
+  if (splits == 1 || fixup) return;
   struct {
     uint32_t m, n, splits, mode;
     float alpha;
     uint32_t dual;
   } rpush = {m, l->n, splits, GPU_EPI_BIAS, 1.0f, l->dual};
-  gpu_buffer *rbufs[] = {part, l->bias, c};
+  gpu_buffer *rbufs[] = {part, l->bias, pb->c};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce", NULL, 0), rbufs, 3, &rpush, sizeof rpush,
                (l->n + 255) / 256, m, 1);
 }
 
-/* Best µs per call of `reps` calls per submission (t NULL: gpu_gemm's choice). */
-static double timed(gpu_device *d, const tile *t, gpu_buffer *a, const gpu_linear *l,
-                    gpu_buffer *c, gpu_buffer *part, uint32_t m, uint32_t splits, int reps) {
+/* What one timed call records: gpu_gemm (t NULL) or record()'s configuration. */
+typedef struct {
+  const tile *t;
+  uint32_t splits, depth;
+  bool fixup;
+} config;
+
+/* One call of configuration c. */
+static void record_one(gpu_rec *rec, const problem *pb, const config *c) {
+  if (c->t) record(rec, c->t, pb, c->splits, c->depth, c->fixup);
+  else gpu_gemm(rec, pb->a, &pb->l, pb->c, pb->m, GPU_EPI_BIAS, 1.0f);
+}
+
+/* Best µs per call of `reps` calls per submission, each recorded by fn. */
+static double timed(gpu_device *d, void (*fn)(gpu_rec *, const problem *, const config *),
+                    const problem *pb, const config *c, int reps) {
   gpu_rec *rec;
   if (gpu_rec_new(d, &rec)) exit(1);
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
     if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) {
-      if (t) record(rec, t, a, l, c, part, m, splits);
-      else gpu_gemm(rec, a, l, c, m, GPU_EPI_BIAS, 1.0f);
-    }
+    for (int i = 0; i < reps; i++) fn(rec, pb, c);
     double t0 = bench_now_ms();
     if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_tc_sweep: the GPU run failed\n"));
     double dt = bench_now_ms() - t0;
@@ -76,61 +110,192 @@ static double timed(gpu_device *d, const tile *t, gpu_buffer *a, const gpu_linea
   return best / reps * 1e3; /* ms → µs */
 }
 
-int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 20;
-  uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
-  gpu_device *d;
-  if (reps < 1 || gpu_open(NULL, &d)) return 1;
-  if (!gpu_gemm_variant_ok(d, GPU_GEMM_TC128)) {
-    printf("%s: gemm_tc not available\n", gpu_device_info(d)->name);
-    gpu_close(d);
-    return 0;
+/* The largest difference of c from ref, relative to ref's largest value. */
+static double diff_from_ref(problem *pb) {
+  size_t count = (size_t)pb->m * pb->n;
+  if (gpu_download(pb->c, 0, pb->out, count * 4)) exit(1);
+  double diff = 0;
+  for (size_t i = 0; i < count; i++) diff = fmax(diff, fabs(pb->out[i] - pb->ref[i]));
+  return diff / pb->top;
+}
+
+/* Uploads a random problem and times gpu_gemm's own choice on it (ref). */
+static double problem_new(gpu_device *d, uint32_t m, uint32_t n, uint32_t k, int reps, problem *pb) {
+  memset(pb, 0, sizeof *pb);
+  pb->m = m, pb->n = n, pb->k = k, pb->flop = 2.0 * m * n * k;
+  float *x = random_floats((size_t)m * k, 1.0f), *w = random_floats((size_t)n * k, 0.05f);
+  float *bias = random_floats(n, 0.1f);
+  uint8_t *bytes = quant_encode(GPU_F16, w, (size_t)n * k);
+  pb->ref = malloc((size_t)m * n * 4), pb->out = malloc((size_t)m * n * 4);
+  if (!pb->ref || !pb->out || gpu_buffer_from(d, x, (size_t)m * k * 4, &pb->a) ||
+      gpu_buffer_new(d, (size_t)m * n * 4, &pb->c) ||
+      gpu_linear_new(d, GPU_F16, k, &(gpu_weight){bytes, n}, 1, bias, n, &pb->l))
+    exit(1);
+  free(x), free(w), free(bias), free(bytes);
+  double us = timed(d, record_one, pb, &(config){0}, reps);
+  if (gpu_download(pb->c, 0, pb->ref, (size_t)m * n * 4)) exit(1);
+  pb->top = 1e-30;
+  for (size_t i = 0; i < (size_t)m * n; i++) pb->top = fmax(pb->top, fabs(pb->ref[i]));
+  return us;
+}
+
+static void problem_free(problem *pb) {
+  gpu_linear_free(&pb->l);
+  gpu_buffer_free(pb->a), gpu_buffer_free(pb->c);
+  free(pb->ref), free(pb->out);
+}
+
+static const uint32_t shapes[][2] = {{3072, 1024}, {4096, 1024}, {1024, 4096}, {1024, 1024}, {2048, 1024}};
+
+/* (a) DEPTH × FIXUP for gpu_gemm's two gemm_tc tiles, k cut as gpu_gemm cuts it. */
+static void deep_shapes(gpu_device *d, uint32_t rows, int reps) {
+  static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64};
+  printf("(a) gpu_gemm forced to a gemm_tc tile, DEPTH d, FIXUP f: µs (TFLOP/s) [diff]\n");
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    problem pb;
+    double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
+    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
+    for (size_t v = 0; v < 2; v++) {
+      if (!gpu_gemm_variant_ok(d, variants[v])) continue;
+      gpu_gemm_force(d, variants[v]);
+      const gpu_gemm_tile *t = &gpu_gemm_tiles[variants[v]];
+      gpu_gemm_plan plan;
+      gpu_gemm_plan_for(d, &pb.l, pb.k, pb.m, &plan);
+      printf("  %3u×%-3u %u piece%s", t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, plan.splits,
+             plan.splits > 1 ? "s" : " ");
+      for (uint32_t depth = 1; depth <= 2; depth++)
+        for (int fixup = 0; fixup <= 1; fixup++) {
+          if (gpu_gemm_options(d, depth, fixup)) exit(1);
+          double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
+          printf("  d%u f%d %.1f (%.0f) [%.1e]%s", depth, fixup, u, pb.flop / u * 1e-6, diff,
+                 diff > 1e-3 ? " WRONG" : "");
+        }
+      printf("\n");
+      fflush(stdout);
+    }
+    gpu_gemm_force(d, GPU_GEMM_AUTO);
+    if (gpu_gemm_options(d, 1, false)) exit(1);
+    problem_free(&pb);
   }
-  static const uint32_t shapes[][2] = {{3072, 1024}, {4096, 1024}, {1024, 4096}, {1024, 1024},
-                                       {2048, 1024}};
+}
+
+/* (b) µs per call against k with no split: the slope is a k step's cost, the
+ * intercept the call's fixed cost; least squares over k ≥ 128. */
+static void k_scan(gpu_device *d, uint32_t rows, int reps) {
+  static const uint32_t ks[] = {32, 64, 128, 256, 512, 1024, 2048};
+  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}};
+  enum { NK = sizeof ks / sizeof *ks, NC = 4 };
+  double us[NK][NC];
+  printf("(b) k-scan, %u×3072×k, one piece: µs per call [diff]\n     k", rows);
+  for (int c = 0; c < NC; c++) printf("   %s d%d      ", c / 2 ? "64×128 " : "128×128", c % 2 + 1);
+  printf("\n");
+  for (int q = 0; q < NK; q++) {
+    problem pb;
+    problem_new(d, rows, 3072, ks[q], reps, &pb);
+    printf("%6u", ks[q]);
+    for (int c = 0; c < NC; c++) {
+      config cf = {&tiles[c / 2], 1, (uint32_t)(c % 2 + 1), false};
+      us[q][c] = timed(d, record_one, &pb, &cf, reps);
+      double diff = diff_from_ref(&pb);
+      printf("   %7.2f [%.0e]%s", us[q][c], diff, diff > 1e-3 ? " WRONG" : "");
+    }
+    printf("\n");
+    fflush(stdout);
+    problem_free(&pb);
+  }
+  for (int c = 0; c < NC; c++) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    for (int q = 0; q < NK; q++) {
+      if (ks[q] < 128) continue;
+      double x = ks[q] / 32.0;
+      sx += x, sy += us[q][c], sxx += x * x, sxy += x * us[q][c], n++;
+    }
+    double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), icpt = (sy - slope * sx) / n;
+    printf("  %s DEPTH %d: %.3f µs per k step of 32 + %.2f µs per call\n",
+           c / 2 ? "64×128 " : "128×128", c % 2 + 1, slope, icpt);
+  }
+}
+
+/* (c) a 1-invocation dispatch (the recorder's completion mark) and an empty
+ * gemm_tc (m = 0: one workgroup writes two floats), to know the floor. */
+static void floor_mark(gpu_rec *rec, const problem *pb, const config *c) {
+  (void)c;
+  uint32_t push[2] = {0, 1};
+  gpu_buffer *c_buf = pb->c;
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "mark", NULL, 0), &c_buf, 1, push, sizeof push, 1, 1, 1);
+}
+
+static void floor_empty_tc(gpu_rec *rec, const problem *pb, const config *c) {
+  (void)c;
+  uint32_t spec[6] = {GPU_F16, 2, 4, 4, 2, 256}; /* the default 128×128 tile */
+  struct {
+    uint32_t m, n, k, mode;
+    float alpha;
+    uint32_t dual, lda, wk, splits, kc;
+  } push = {0, pb->l.n, pb->l.k, GPU_EPI_BIAS, 1.0f, 0, pb->l.k, pb->l.wk, 1, pb->l.k};
+  gpu_buffer *bufs[] = {pb->a, pb->l.bias, pb->c, pb->l.w, pb->l.bias, pb->c};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 6), bufs, 6, &push, sizeof push, 1, 1, 1);
+}
+
+static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
+  problem pb;
+  problem_new(d, rows, 1024, 64, reps, &pb);
+  printf("(c) per-dispatch floor: mark (1 invocation) %.2f µs, empty gemm_tc (1 workgroup) %.2f µs\n",
+         timed(d, floor_mark, &pb, NULL, reps), timed(d, floor_empty_tc, &pb, NULL, reps));
+  problem_free(&pb);
+}
+
+/* The earlier sweep: tile shapes × split counts (DEPTH 1, gemm_reduce). */
+static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 2, 2}, {1, 4, 2, 2}, {1, 4, 1, 2},
                                {2, 4, 2, 2}, {1, 2, 2, 4}, {2, 2, 1, 2}, {4, 2, 1, 2}};
   static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
-  gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
-  printf("%s, m = %u, best of 3 submissions of %d calls, µs per call (TFLOP/s)\n",
-         gpu_device_info(d)->name, rows, reps);
+  printf("tiles × split counts: µs (TFLOP/s)\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-    uint32_t m = rows, n = shapes[s][0], k = shapes[s][1];
-    float *x = random_floats((size_t)m * k, 1.0f), *w = random_floats((size_t)n * k, 0.05f);
-    float *bias = random_floats(n, 0.1f), *ref = malloc((size_t)m * n * 4), *out = malloc((size_t)m * n * 4);
-    gpu_buffer *a, *c;
-    uint8_t *bytes = quant_encode(GPU_F16, w, (size_t)n * k);
-    gpu_linear l;
-    if (!ref || !out || gpu_buffer_from(d, x, (size_t)m * k * 4, &a) ||
-        gpu_buffer_new(d, (size_t)m * n * 4, &c) ||
-        gpu_linear_new(d, GPU_F16, k, &(gpu_weight){bytes, n}, 1, bias, n, &l))
-      exit(1);
-    double flop = 2.0 * m * n * k;
-    double us = timed(d, NULL, a, &l, c, part, m, 1, reps);
-    if (gpu_download(c, 0, ref, (size_t)m * n * 4)) exit(1);
-    double top = 0;
-    for (size_t i = 0; i < (size_t)m * n; i++) top = fmax(top, fabs(ref[i]));
-    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", m, n, k, us, flop / us * 1e-6);
+    problem pb;
+    double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
+    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
     for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
       const tile *tl = &tiles[t];
       printf("  %3u×%-3u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16, tl->sg_m,
              tl->sg_n, tl->tm, tl->tn);
       for (size_t q = 0; q < sizeof split_counts / sizeof *split_counts; q++) {
         uint32_t sp = split_counts[q];
-        if (k / sp < 64 || (size_t)sp * m * n * 4 > ((size_t)32 << 20)) continue;
-        double u = timed(d, tl, a, &l, c, part, m, sp, reps);
-        if (gpu_download(c, 0, out, (size_t)m * n * 4)) exit(1);
-        double diff = 0;
-        for (size_t i = 0; i < (size_t)m * n; i++) diff = fmax(diff, fabs(out[i] - ref[i]));
-        printf("  s%u %.1f (%.0f)%s", sp, u, flop / u * 1e-6, diff > 1e-3 * top ? " WRONG" : "");
+        if (pb.k / sp < 64 || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
+        double u = timed(d, record_one, &pb, &(config){tl, sp, 1, false}, reps);
+        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6, diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
       printf("\n");
       fflush(stdout);
     }
-    gpu_linear_free(&l);
-    gpu_buffer_free(a), gpu_buffer_free(c);
-    free(bytes), free(x), free(w), free(bias), free(ref), free(out);
+    problem_free(&pb);
   }
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 20;
+  uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
+  const char *what = argc > 3 ? argv[3] : "deep";
+  bool deep = !strcmp(what, "deep") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
+  gpu_device *d;
+  if (reps < 1 || rows < 1 || !(deep || tiles)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [deep|tiles|all]\n");
+    return 1;
+  }
+  if (gpu_open(NULL, &d)) return 1;
+  if (!gpu_gemm_variant_ok(d, GPU_GEMM_TC128) || !gpu_gemm_variant_ok(d, GPU_GEMM_TC64)) {
+    printf("%s: gemm_tc not available\n", gpu_device_info(d)->name);
+    gpu_close(d);
+    return 0;
+  }
+  if (!gpu_device_scratch(d, (size_t)32 << 20) || !gpu_device_counters(d)) return 1;
+  printf("%s, m = %u, best of 3 submissions of %d calls\n", gpu_device_info(d)->name, rows, reps);
+  if (deep) {
+    dispatch_floor(d, rows, reps);
+    deep_shapes(d, rows, reps);
+    k_scan(d, rows, reps);
+  }
+  if (tiles) tile_sweep(d, rows, reps);
   gpu_close(d);
   return 0;
 }
