@@ -328,6 +328,24 @@ static void check_overlap(whisper *m, const char *model, const float *pcm, size_
   whisper_output_free(&o);
 }
 
+/* The step API refuses what it cannot do, and a step left unfinished is
+ * waited for by the next feed (after which there is nothing to finish). */
+static void check_steps(whisper *m, const char *model) {
+  float *x = test_floats(m->c.vocab);
+  uint32_t ctx = m->c.n_text_ctx;
+  CHECK(whisper_step_finish(m, x) == STENO_ERR_INVALID, "%s: finish before start", model);
+  CHECK(whisper_step_start(m, -1, 1) == STENO_ERR_INVALID, "%s: token -1", model);
+  CHECK(whisper_step_start(m, (int)m->c.vocab, 1) == STENO_ERR_INVALID, "%s: token = vocab", model);
+  CHECK(whisper_step_start(m, 0, ctx) == STENO_ERR_INVALID, "%s: position = n_text_ctx", model);
+  CHECK(whisper_step_prepare(m, ctx) == STENO_ERR_INVALID, "%s: prepare at n_text_ctx", model);
+  CHECK_OK(whisper_feed(m, &m->c.sot, 1, 0, x));
+  CHECK_OK(whisper_step_prepare(m, 1));
+  CHECK_OK(whisper_step_start(m, m->c.sot, 1));
+  CHECK_OK(whisper_feed(m, &m->c.sot, 1, 0, x));
+  CHECK(whisper_step_finish(m, x) == STENO_ERR_INVALID, "%s: finish after a feed drained the step", model);
+  free(x);
+}
+
 static void model(const char *file) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
@@ -343,6 +361,7 @@ static void model(const char *file) {
     check_bench_tokens(m, ref, file, pcm, n);
     check_overlap(m, file, pcm, n, false);
     check_overlap(m, file, pcm, n, true);
+    check_steps(m, file);
   }
   const gguf_kv *runs = ref ? gguf_find(ref, "ref.runs") : NULL;
   for (size_t i = 0; pcm && runs && i < runs->n; i++) {

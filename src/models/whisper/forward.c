@@ -26,7 +26,18 @@ static void record_stem(whisper *m) {
                    GPU_EPI_GELU_RESIDUAL, 0);
 }
 
+/* Waits for a token step still on the GPU (a search that stopped between
+ * _start and _finish): its recorders are not the one the rest uses. */
+static void steps_drain(whisper *m) {
+  whisper_steps *st = &m->steps;
+  if (!st->live) return;
+  gpu_rec_wait(st->live);
+  if (st->embed_live) gpu_rec_wait(st->embed);
+  st->live = NULL;
+}
+
 int whisper_encode(whisper *m, const float *mel, float *enc) {
+  steps_drain(m);
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
   uint32_t t = c->n_audio_ctx, S = pad64(c->d), d = c->d;
@@ -83,6 +94,7 @@ int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *lo
     return err_set(STENO_ERR_INVALID, "whisper: %u tokens at position %u of %u", n, pos,
                    c->n_text_ctx);
   for (uint32_t i = 0; i < n; i++) TRY(check_token(c, ids[i]));
+  steps_drain(m);
   TRY(gpu_rec_begin(m->rec));
   for (uint32_t i = 0; i < n; i++) {
     record_embed(m, m->rec, ids[i], pos + i);
