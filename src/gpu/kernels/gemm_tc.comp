@@ -227,7 +227,9 @@ void main() {
     [[unroll]] for (uint j = 0; j < TN; j++) coopMatStoreNV(acc[i * TN + j], sm, base + 4 * j, 4 * TN, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    for (uint e = lane; e < 256 * TN; e += 32) {
+    // Unrolled: its loads (bias, the residual) can all be in flight at once.
+    [[unroll]] for (uint x = 0; x < 8 * TN; x++) {
+      uint e = lane + 32 * x;
       uint row = row0 + wr + 16 * i + e / (16 * TN), col = col0 + wc + e % (16 * TN);
       if (row >= p.m || col >= p.n) continue;
       float v = uintBitsToFloat(sm[base + e / 4][e % 4]);
