@@ -15,7 +15,6 @@
 #include <stdlib.h>
 
 #include "gpu/attention.h"
-#include "gpu/decode.h"
 #include "gpu/internal.h"
 #include "timing.h"
 
@@ -63,28 +62,7 @@ typedef struct {
 } variant;
 
 static void record_variant(gpu_rec *rec, const variant *x) {
-  const gpu_attn *a = x->a;
-  uint32_t n = a->batch > 1 ? a->batch : 1, rows = n * a->t, w = a->heads * a->head_dim / 2;
-  const gpu_attn_slice *src[] = {&a->q, &a->k, &a->v, &a->qv};
-  uint32_t at[5] = {0};
-  for (int i = 0; i < (x->relative ? 4 : 3); i++) {
-    at[i] = (uint32_t)i * rows * w;
-    gpu_pack(rec, src[i]->buf, src[i]->offset, src[i]->stride, a->scores, at[i], w, rows, w);
-  }
-  at[4] = x->relative ? 4 * rows * w : 0;
-  if (x->relative) gpu_pack(rec, a->pos.buf, a->pos.offset, a->pos.stride, a->scores, at[4], w,
-                            2 * a->t - 1, w);
-  uint32_t spec[5] = {x->relative, a->head_dim, n > 1, x->kb, x->skip};
-  struct {
-    uint32_t t, head_dim;
-    float scale;
-    uint32_t masked, qh, kh, vh, qvh, ph, row, o_off, o_stride, heads;
-  } fp = {a->t,      a->head_dim, 1.0f / sqrtf((float)a->head_dim), 0, at[0] / 4, at[1] / 4,
-          at[2] / 4, at[3] / 4,   at[4] / 4, w / 4, a->o.offset, a->o.stride, a->heads};
-  gpu_buffer *fb[] = {a->scores, a->scores, a->scores, a->scores, a->scores, a->scores, a->o.buf,
-                      n > 1 ? a->lens : a->scores};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 5), fb, 8, &fp, sizeof fp,
-               (a->t + 63) / 64, n * a->heads, 1);
+  gpu_flash_tc_experiment(rec, x->a, x->relative, x->kb, x->skip);
 }
 
 static double timed_variant(gpu_device *d, const variant *x, int reps) {

@@ -257,6 +257,14 @@ static void bad_calls(void) {
     CHECK(st == want, "bad attention call %d: status %d", i, st);
     gpu_rec_free(rec);
   }
+  /* flash_tc's experiments: refused where it did not pass its probe, and for
+   * a block size it has no variant of, or t shorter than a block (t = 8 here). */
+  for (uint32_t kb = 7; kb <= 16; kb += 9) {
+    gpu_rec *rec = test_rec();
+    gpu_flash_tc_experiment(rec, &good, false, kb, 0);
+    CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "flash_tc experiment with %u keys per block", kb);
+    gpu_rec_free(rec);
+  }
   gpu_buffer_free(x), gpu_buffer_free(o), gpu_buffer_free(s), gpu_buffer_free(small);
 }
 

@@ -70,7 +70,8 @@ static bool use_flash_tc(const gpu_device *d, const gpu_attn *a, bool relative) 
 }
 
 /* flash_tc: q, k, v (q+v, pos) packed to f16 rows in the scores scratch, then the kernel. */
-static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
+static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale, uint32_t kb,
+                     uint32_t skip) {
   uint32_t n = a->batch > 1 ? a->batch : 1, rows = n * a->t, w = a->heads * a->head_dim / 2;
   const gpu_attn_slice *src[] = {&a->q, &a->k, &a->v, &a->qv};
   uint32_t at[5];
@@ -82,7 +83,7 @@ static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale
   at[4] = relative ? 4 * rows * w : at[0];
   if (relative) gpu_pack(rec, a->pos.buf, a->pos.offset, a->pos.stride, a->scores, at[4], w,
                          2 * a->t - 1, w);
-  uint32_t spec[4] = {relative, a->head_dim, n > 1, flash_tc_kb(a->head_dim, relative)};
+  uint32_t spec[5] = {relative, a->head_dim, n > 1, kb, skip};
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -91,7 +92,7 @@ static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale
           at[3] / 4, at[4] / 4,   w / 4,     a->o.offset,     a->o.stride, a->heads};
   gpu_buffer *fb[] = {a->scores, a->scores, a->scores, a->scores, a->scores,
                       a->mask ? a->mask : a->scores, a->o.buf, n > 1 ? a->lens : a->scores};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 4), fb, 8, &fp, sizeof fp,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_tc", spec, 5), fb, 8, &fp, sizeof fp,
                (a->t + 63) / 64, n * a->heads, 1);
 }
 
@@ -193,7 +194,7 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   if (tc) {
-    flash_tc(rec, a, relative, scale);
+    flash_tc(rec, a, relative, scale, flash_tc_kb(hd, relative), 0);
     return;
   }
   if (flash) {
@@ -240,3 +241,18 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
 
 void gpu_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, false); }
 void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, true); }
+
+void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uint32_t kb,
+                             uint32_t skip) {
+  const gpu_device *d = gpu_rec_device(rec);
+  int st = gpu_fast_passed(d, GPU_FAST_ATTENTION_TC) && (kb == 16 || kb == 32) && a->t >= kb &&
+                   a->head_dim % 16 == 0 && a->head_dim <= 128 && !a->chunk && a->scores &&
+                   flash_tc_words(a, relative) <= gpu_buffer_size(a->scores) / 4
+               ? check_attn(a, relative, true)
+               : err_set(STENO_ERR_INVALID, "flash_tc experiment: not available for this call");
+  if (st) {
+    gpu_rec_fail(rec, st);
+    return;
+  }
+  flash_tc(rec, a, relative, a->scale != 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim), kb, skip);
+}

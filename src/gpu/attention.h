@@ -65,4 +65,11 @@ void gpu_attention(gpu_rec *rec, const gpu_attn *a);
  * (NeMo's RelPositionMultiHeadAttention); a->q is q+u, a->qv is q+v. */
 void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a);
 
+/* flash_tc (flash attention on the tensor cores, where its probe passed)
+ * with `kb` keys per block (16 or 32) and flash_tc.comp's SKIP bits (parts
+ * left out): bench/attention_speed's experiments, wrong results for skip ≠ 0.
+ * gpu_attention and gpu_rel_attention choose their path themselves. */
+void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uint32_t kb,
+                             uint32_t skip);
+
 #endif
