@@ -36,8 +36,8 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
       fprintf(out, "   fast kernels: %s %s\n", gpu_fast_name((gpu_fast_kernel)k),
               gpu_fast_chosen(d, (gpu_fast_kernel)k)   ? "(probe passed, used)"
               : gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed, slower here: not used)"
-              : d->info.subgroup_arithmetic          ? "(probe FAILED: portable kernel)"
-                                                     : "(not offered: portable kernel)");
+              : gpu_fast_offered(d, (gpu_fast_kernel)k) ? "(probe FAILED: portable kernel)"
+                                                        : "(not offered: portable kernel)");
     fprintf(out, "   (steno uses this device)\n");
     gpu_close(d);
   }

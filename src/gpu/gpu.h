@@ -82,6 +82,8 @@ typedef enum {
 /* Whether kernel k passed its probe on this device; whether it is used
  * (passed, and gpu_set_fast on); its name for `steno devices`. */
 bool gpu_fast_passed(const gpu_device *dev, gpu_fast_kernel k);
+/* Whether the device has what kernel k needs (subgroup arithmetic, cooperative matrices). */
+bool gpu_fast_offered(const gpu_device *dev, gpu_fast_kernel k);
 bool gpu_fast_used(const gpu_device *dev, gpu_fast_kernel k);
 /* Whether it passed and was timed faster than its portable twin here. */
 bool gpu_fast_chosen(const gpu_device *dev, gpu_fast_kernel k);

@@ -386,6 +386,9 @@ static const struct {
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
+bool gpu_fast_offered(const gpu_device *d, gpu_fast_kernel k) {
+  return (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups) && (d->coop || !fast_kernels[k].coop);
+}
 bool gpu_fast_passed(const gpu_device *d, gpu_fast_kernel k) { return d->fast[k]; }
 bool gpu_fast_chosen(const gpu_device *d, gpu_fast_kernel k) { return d->faster[k]; }
 bool gpu_fast_used(const gpu_device *d, gpu_fast_kernel k) {
@@ -404,8 +407,7 @@ void gpu_probe_fast(gpu_device *d) {
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v] = gemm_ok[v];
   bool passed[GPU_FAST_KINDS] = {false};
   for (int k = 0; k < GPU_FAST_KINDS; k++)
-    if (fast_kernels[k].op && (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups) &&
-        (d->coop || !fast_kernels[k].coop))
+    if (fast_kernels[k].op && gpu_fast_offered(d, (gpu_fast_kernel)k))
       passed[k] = twin_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op, fast_kernels[k].tol);
   for (int k = 0; k < GPU_FAST_KINDS; k++) d->fast[k] = passed[k];
   /* On a CPU device (lavapipe) the fast kernels were measured 2.5–26× faster
