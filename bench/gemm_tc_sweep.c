@@ -3,17 +3,19 @@
  * barrier, as gpu_dispatch records them), in µs per call and TFLOP/s; "diff"
  * is the largest difference from gpu_gemm's own choice relative to the largest
  * output (a wrong configuration shows there as WRONG).
- *   deep  (default) the experiments of gemm_tc.comp's DEPTH and FIXUP:
- *         (a) DEPTH 1/2 × FIXUP 0/1 with the 128×128 and 64×128 tiles at
- *         Parakeet's shapes, k cut as gpu_gemm cuts it; (b) a k-scan at
- *         m × 3072 × k, k = 32…2048, no split, each tile and DEPTH, with the
- *         line fitted through it (µs per 32-wide k step, fixed µs per call);
- *         (c) the per-dispatch floor: a 1-invocation kernel (mark.comp) and an
- *         empty gemm_tc (m = 0: one workgroup), recorded the same way.
- *   tiles the earlier sweep: 9 tiles × split counts 1–16 at the same shapes.
+ *   calls (default) where a call's time goes: (c) the per-dispatch floor, a
+ *         1-invocation kernel (mark.comp) and an empty gemm_tc (m = 0: one
+ *         workgroup), recorded the same way; (a) the 128×128 and 64×128
+ *         tiles at Parakeet's shapes, k cut as gpu_gemm cuts it for each;
+ *         (b) a k-scan at m × 3072 × k, k = 32…2048, no split, each tile,
+ *         with the line fitted through it (µs per 32-wide k step, fixed µs
+ *         per call).
+ *   tiles 9 tiles × split counts 1–16 at the same shapes.
  *   all   both.
+ * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
+ * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [deep|tiles|all]. */
+ * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,30 +47,27 @@ typedef struct {
   double top, flop;
 } problem;
 
-/* One gemm_tc call with tile t, `splits` pieces of k (as gpu_gemm records
- * them), and DEPTH / FIXUP (FIXUP: no gemm_reduce; the counters at binding 6). */
-static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits, uint32_t depth,
-                   bool fixup) {
+/* One gemm_tc call with tile t and `splits` pieces of k (as gpu_gemm records
+ * them: the pieces summed by gemm_reduce). */
+static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits) {
   gpu_device *d = gpu_rec_device(rec);
   const gpu_linear *l = &pb->l;
   uint32_t threads = 32 * t->sg_m * t->sg_n, m = pb->m;
-  uint32_t spec[8] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, depth, fixup};
+  uint32_t spec[6] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads};
   uint32_t bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + 31) / 32 * 32;
   splits = (l->k + kc - 1) / kc;
-  fixup = fixup && splits > 1;
   struct {
     uint32_t m, n, k, mode;
     float alpha;
     uint32_t dual, lda, wk, splits, kc;
   } push = {m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, splits, kc};
   gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
-  gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c,
-                        gpu_device_counters(d)};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 8), bufs, 7, &push, sizeof push,
+  gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 6), bufs, 6, &push, sizeof push,
                (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
-  if (splits == 1 || fixup) return;
+  if (splits == 1) return;
   struct {
     uint32_t m, n, splits, mode;
     float alpha;
@@ -82,13 +81,12 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
 /* What one timed call records: gpu_gemm (t NULL) or record()'s configuration. */
 typedef struct {
   const tile *t;
-  uint32_t splits, depth;
-  bool fixup;
+  uint32_t splits;
 } config;
 
 /* One call of configuration c. */
 static void record_one(gpu_rec *rec, const problem *pb, const config *c) {
-  if (c->t) record(rec, c->t, pb, c->splits, c->depth, c->fixup);
+  if (c->t) record(rec, c->t, pb, c->splits);
   else gpu_gemm(rec, pb->a, &pb->l, pb->c, pb->m, GPU_EPI_BIAS, 1.0f);
 }
 
@@ -147,10 +145,11 @@ static void problem_free(problem *pb) {
 
 static const uint32_t shapes[][2] = {{3072, 1024}, {4096, 1024}, {1024, 4096}, {1024, 1024}, {2048, 1024}};
 
-/* (a) DEPTH × FIXUP for gpu_gemm's two gemm_tc tiles, k cut as gpu_gemm cuts it. */
-static void deep_shapes(gpu_device *d, uint32_t rows, int reps) {
+/* (a) gpu_gemm forced to each of its two gemm_tc tiles, k cut as gpu_gemm
+ * cuts it for that tile (gpu_gemm_plan_for). */
+static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
   static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64};
-  printf("(a) gpu_gemm forced to a gemm_tc tile, DEPTH d, FIXUP f: µs (TFLOP/s) [diff]\n");
+  printf("(a) gpu_gemm forced to a gemm_tc tile: µs (TFLOP/s) [diff]\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
     double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
@@ -161,20 +160,13 @@ static void deep_shapes(gpu_device *d, uint32_t rows, int reps) {
       const gpu_gemm_tile *t = &gpu_gemm_tiles[variants[v]];
       gpu_gemm_plan plan;
       gpu_gemm_plan_for(d, &pb.l, pb.k, pb.m, &plan);
-      printf("  %3u×%-3u %u piece%s", t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, plan.splits,
-             plan.splits > 1 ? "s" : " ");
-      for (uint32_t depth = 1; depth <= 2; depth++)
-        for (int fixup = 0; fixup <= 1; fixup++) {
-          if (gpu_gemm_options(d, depth, fixup)) exit(1);
-          double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
-          printf("  d%u f%d %.1f (%.0f) [%.1e]%s", depth, fixup, u, pb.flop / u * 1e-6, diff,
-                 diff > 1e-3 ? " WRONG" : "");
-        }
-      printf("\n");
+      double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
+      printf("  %3u×%-3u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
+             t->sg_n * t->tn * 16, plan.splits, plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6,
+             diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
-    if (gpu_gemm_options(d, 1, false)) exit(1);
     problem_free(&pb);
   }
 }
@@ -184,17 +176,17 @@ static void deep_shapes(gpu_device *d, uint32_t rows, int reps) {
 static void k_scan(gpu_device *d, uint32_t rows, int reps) {
   static const uint32_t ks[] = {32, 64, 128, 256, 512, 1024, 2048};
   static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}};
-  enum { NK = sizeof ks / sizeof *ks, NC = 4 };
+  enum { NK = sizeof ks / sizeof *ks, NC = sizeof tiles / sizeof *tiles };
   double us[NK][NC];
   printf("(b) k-scan, %u×3072×k, one piece: µs per call [diff]\n     k", rows);
-  for (int c = 0; c < NC; c++) printf("   %s d%d      ", c / 2 ? "64×128 " : "128×128", c % 2 + 1);
+  for (int c = 0; c < NC; c++) printf("   %s         ", c ? "64×128 " : "128×128");
   printf("\n");
   for (int q = 0; q < NK; q++) {
     problem pb;
     problem_new(d, rows, 3072, ks[q], reps, &pb);
     printf("%6u", ks[q]);
     for (int c = 0; c < NC; c++) {
-      config cf = {&tiles[c / 2], 1, (uint32_t)(c % 2 + 1), false};
+      config cf = {&tiles[c], 1};
       us[q][c] = timed(d, record_one, &pb, &cf, reps);
       double diff = diff_from_ref(&pb);
       printf("   %7.2f [%.0e]%s", us[q][c], diff, diff > 1e-3 ? " WRONG" : "");
@@ -211,8 +203,8 @@ static void k_scan(gpu_device *d, uint32_t rows, int reps) {
       sx += x, sy += us[q][c], sxx += x * x, sxy += x * us[q][c], n++;
     }
     double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), icpt = (sy - slope * sx) / n;
-    printf("  %s DEPTH %d: %.3f µs per k step of 32 + %.2f µs per call\n",
-           c / 2 ? "64×128 " : "128×128", c % 2 + 1, slope, icpt);
+    printf("  %s: %.3f µs per k step of 32 + %.2f µs per call\n", c ? "64×128 " : "128×128", slope,
+           icpt);
   }
 }
 
@@ -245,7 +237,7 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
   problem_free(&pb);
 }
 
-/* The earlier sweep: tile shapes × split counts (DEPTH 1, gemm_reduce). */
+/* Tile shapes × split counts (gemm_reduce sums the pieces). */
 static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 2, 2}, {1, 4, 2, 2}, {1, 4, 1, 2},
                                {2, 4, 2, 2}, {1, 2, 2, 4}, {2, 2, 1, 2}, {4, 2, 1, 2}};
@@ -262,7 +254,7 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
       for (size_t q = 0; q < sizeof split_counts / sizeof *split_counts; q++) {
         uint32_t sp = split_counts[q];
         if (pb.k / sp < 64 || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
-        double u = timed(d, record_one, &pb, &(config){tl, sp, 1, false}, reps);
+        double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
         printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6, diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
       printf("\n");
@@ -275,11 +267,11 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
   uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
-  const char *what = argc > 3 ? argv[3] : "deep";
-  bool deep = !strcmp(what, "deep") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
+  const char *what = argc > 3 ? argv[3] : "calls";
+  bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(deep || tiles)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [deep|tiles|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -288,11 +280,11 @@ int main(int argc, char **argv) {
     gpu_close(d);
     return 0;
   }
-  if (!gpu_device_scratch(d, (size_t)32 << 20) || !gpu_device_counters(d)) return 1;
+  if (!gpu_device_scratch(d, (size_t)32 << 20)) return 1;
   printf("%s, m = %u, best of 3 submissions of %d calls\n", gpu_device_info(d)->name, rows, reps);
-  if (deep) {
+  if (calls) {
     dispatch_floor(d, rows, reps);
-    deep_shapes(d, rows, reps);
+    tc_shapes(d, rows, reps);
     k_scan(d, rows, reps);
   }
   if (tiles) tile_sweep(d, rows, reps);

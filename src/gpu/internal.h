@@ -89,9 +89,6 @@ struct gpu_device {
   bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
   bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
   gpu_buffer *scratch;          /* split-k GEMM partial sums (gpu_device_scratch) */
-  gpu_buffer *counters;         /* split-k fix-up's per-tile counters (gpu_device_counters) */
-  uint32_t gemm_depth;          /* gpu_gemm_options: gemm_tc's DEPTH (0: the default, 1) */
-  bool gemm_fixup;              /* ... and FIXUP for split k */
   VkPipelineCache pcache;       /* pcache.c: loaded from disk at open, saved at close */
   int fast_policy;              /* STENO_FAST_* (steno_model_params.fast) */
   int no_cache;                 /* STENO_NO_*_CACHE bits */
@@ -120,11 +117,6 @@ void gpu_probe_fast(gpu_device *dev);
  * later call must ask for the same size), or NULL with the error set. Work on
  * one queue with full barriers between dispatches can share it. */
 gpu_buffer *gpu_device_scratch(gpu_device *dev, size_t bytes);
-
-/* The split-k fix-up's per-tile counters (linear.c; made at the first call,
- * zeros, which each GEMM that uses them leaves behind), or NULL with the
- * error set. Shared like the scratch. */
-gpu_buffer *gpu_device_counters(gpu_device *dev);
 
 /* The pipeline cache on disk (pcache.c): opened before the first pipeline,
  * written back at close if pipelines were made. */

@@ -20,10 +20,6 @@
 #define SPLIT_MIN_K_TC 256 /* gemm_tc: its steps are cheap, so shorter pieces pay */
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
-/* Split k with the fix-up in the kernel (gpu_gemm_options): one counter per
- * output tile; more tiles than this keep gemm_reduce (never at the split's
- * few tiles: below SPLIT_TILES). */
-#define FIXUP_TILES 4096
 
 /* Rows from which the 128×128 tile pays: below it too few workgroups fill the GPU. */
 #define GEMM_BIG_M 512
@@ -47,45 +43,13 @@ static bool tc_passed(const gpu_device *d) {
   return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128];
 }
 
-/* A fast variant's kernel; gemm_tc's experiments DEPTH and FIXUP as
- * specialization constants 6 and 7, left out (so the pipeline is today's)
- * at their defaults 1 and 0. */
-static gpu_kernel *fast_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type, uint32_t depth,
-                               bool fixup) {
-  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  uint32_t spec[8] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, depth, fixup};
-  int nspec = v == GPU_GEMM_COOP64 ? 1 : is_tc(v) && (depth > 1 || fixup) ? 8 : 6;
-  return gpu_rec_kernel(rec, t->kernel, spec, nspec);
-}
-
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
-  return fast_kernel(rec, v, type, 1, false);
+  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+  uint32_t spec[6] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n};
+  return gpu_rec_kernel(rec, t->kernel, spec, v == GPU_GEMM_COOP64 ? 1 : 6);
 }
 
 void gpu_gemm_force(gpu_device *d, gpu_gemm_variant v) { d->gemm_force = v; }
-
-int gpu_gemm_options(gpu_device *d, uint32_t depth, bool fixup) {
-  if (depth < 1 || depth > 2)
-    return err_set(STENO_ERR_INVALID, "gemm_tc: %u steps of loads in flight (1 or 2)", depth);
-  d->gemm_depth = depth;
-  d->gemm_fixup = fixup;
-  return 0;
-}
-
-gpu_buffer *gpu_device_counters(gpu_device *d) {
-  pthread_mutex_lock(&d->scratch_lock);
-  if (!d->counters) {
-    uint32_t *zeros = mem_alloc(FIXUP_TILES, sizeof *zeros);
-    if (!zeros || gpu_buffer_from(d, zeros, FIXUP_TILES * sizeof *zeros, &d->counters)) {
-      if (!zeros) err_set(STENO_ERR_NOMEM, "gemm: split-k counters");
-      d->counters = NULL;
-    }
-    free(zeros);
-  }
-  gpu_buffer *b = d->counters;
-  pthread_mutex_unlock(&d->scratch_lock);
-  return b;
-}
 bool gpu_gemm_variant_ok(const gpu_device *d, gpu_gemm_variant v) { return d->gemm_ok[v]; }
 bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
   for (int q = 0; q < 2; q++)
@@ -285,9 +249,7 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + 31) / 32 * 32;
   splits = (l->k + kc - 1) / kc;
-  *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
-                         .depth = is_tc(v) && d->gemm_depth ? d->gemm_depth : 1,
-                         .fixup = splits > 1 && d->gemm_fixup && tiles <= FIXUP_TILES};
+  *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split};
 }
 
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
@@ -297,29 +259,29 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   gpu_device *d = gpu_rec_device(rec);
   gpu_gemm_plan g;
   gpu_gemm_plan_for(d, l, lda, m, &g);
-  uint32_t spec[2] = {l->type, g.fixup};
-  gpu_kernel *k = g.v != GPU_GEMM_AUTO
-                      ? fast_kernel(rec, g.v, is_tc(g.v) && l->w16 ? GPU_F16 : l->type, g.depth, g.fixup)
-                      : gpu_rec_kernel(rec, "gemm", spec, g.fixup ? 2 : 1);
-  gpu_buffer *part = g.splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
-  gpu_buffer *count = g.fixup ? gpu_device_counters(d) : NULL;
-  if ((g.splits > 1 && !part) || (g.fixup && !count)) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
+  uint32_t spec = l->type, splits = g.splits, kc = g.kc, bm = g.bm, bn = g.bn;
+  gpu_gemm_variant v = g.v;
+  bool split = g.split;
+  gpu_kernel *k = v != GPU_GEMM_AUTO ? gpu_gemm_kernel(rec, v, is_tc(v) && l->w16 ? GPU_F16 : l->type)
+                                     : gpu_rec_kernel(rec, "gemm", &spec, 1);
+  gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
+  if (splits > 1 && !part) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
   struct {
     uint32_t m, n, k, mode;
     float alpha;
     uint32_t dual, lda, wk, splits, kc;
-  } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk, g.splits, g.kc};
+  } push = {m, l->n, l->k, epi, alpha, l->dual, lda, l->wk, splits, kc};
   /* Only Q8_0 reads scales; other types bind the bias in their place. */
-  gpu_buffer *w = is_tc(g.v) && l->w16 ? l->w16 : l->w;
-  gpu_buffer *bufs[] = {a, l->bias, c, w, l->scales ? l->scales : l->bias, part ? part : c, count};
-  gpu_dispatch(rec, k, bufs, g.fixup ? 7 : g.split ? 6 : 5, &push, g.split ? sizeof push : 32,
-               (l->n + g.bn - 1) / g.bn, (m + g.bm - 1) / g.bm, g.splits);
-  if (g.splits == 1 || g.fixup) return;
+  gpu_buffer *w = is_tc(v) && l->w16 ? l->w16 : l->w;
+  gpu_buffer *bufs[] = {a, l->bias, c, w, l->scales ? l->scales : l->bias, part ? part : c};
+  gpu_dispatch(rec, k, bufs, split ? 6 : 5, &push, split ? sizeof push : 32, (l->n + bn - 1) / bn,
+               (m + bm - 1) / bm, splits);
+  if (splits == 1) return;
   struct {
     uint32_t m, n, splits, mode;
     float alpha;
     uint32_t dual;
-  } rpush = {m, l->n, g.splits, epi, alpha, l->dual};
+  } rpush = {m, l->n, splits, epi, alpha, l->dual};
   gpu_buffer *rbufs[] = {part, l->bias, c};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce", NULL, 0), rbufs, 3, &rpush, sizeof rpush,
                (l->n + 255) / 256, m, 1);

@@ -94,19 +94,14 @@ gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
 
 /* For benchmarks: forces one variant (if it passed its probe) or AUTO. */
 void gpu_gemm_force(gpu_device *dev, gpu_gemm_variant v);
-/* For experiments (bench/gemm_tc_sweep, test_gemm): gemm_tc's loads `depth`
- * steps ahead (1, the default, or 2), and split k summed in the GEMM's own
- * dispatch by the last workgroup of each tile instead of gemm_reduce (fixup;
- * gemm_tc and the portable kernel). Depth 1 without fixup is the default. */
-int gpu_gemm_options(gpu_device *dev, uint32_t depth, bool fixup);
-
-/* How gpu_gemm runs m rows through l: the variant (AUTO: portable), its tile,
- * k cut into `splits` pieces of kc, gemm_tc's depth, the fix-up in place of
- * gemm_reduce. split: the kernel takes the split-k push constants. */
+/* How gpu_gemm runs m rows through l (its own recording follows this plan):
+ * the variant (AUTO: portable), its bm × bn tile, k cut into `splits` pieces
+ * of kc summed by gemm_reduce. split: the kernel takes the split-k push
+ * constants. For bench/gemm_tc_sweep and test_gemm. */
 typedef struct {
   gpu_gemm_variant v;
-  uint32_t bm, bn, splits, kc, depth;
-  bool split, fixup;
+  uint32_t bm, bn, splits, kc;
+  bool split;
 } gpu_gemm_plan;
 void gpu_gemm_plan_for(const gpu_device *dev, const gpu_linear *l, uint32_t lda, uint32_t m,
                        gpu_gemm_plan *out);

@@ -762,7 +762,6 @@ void gpu_close(gpu_device *d) {
     gpu_buffer_free(d->staging);
     gpu_buffer_free(d->spare);
     gpu_buffer_free(d->scratch);
-    gpu_buffer_free(d->counters);
     for (int i = 0; i < 2; i++)
       if (d->xfer_fence[i]) vkDestroyFence(d->dev, d->xfer_fence[i], NULL);
     if (d->xfer_pool) vkDestroyCommandPool(d->dev, d->xfer_pool, NULL);

@@ -19,18 +19,11 @@
 // sums k in [z·kc, (z + 1)·kc) and writes its raw sums to
 // part [z][m][n] (binding 5); gemm_reduce.comp adds them up and applies the
 // bias and epilogue.
-// FIXUP = 1 (split-k without gemm_reduce's dispatch): the same partial sums go
-// to part, then a per-tile counter (binding 6, zeros between calls) is bumped
-// once per workgroup; the last workgroup of a tile to arrive adds the pieces
-// in gemm_reduce's order (z = 0, 1, ...: the same sums) and applies the bias
-// and epilogue, then sets the counter back to 0. No workgroup waits for
-// another. part is read back through a coherent alias of binding 5.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint WTYPE = 0;
-layout(constant_id = 1) const uint FIXUP = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
@@ -38,8 +31,6 @@ layout(std430, binding = 2) buffer C { float c[]; };
 layout(std430, binding = 3) readonly buffer W { uint w[]; };
 layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
 layout(std430, binding = 5) writeonly buffer Part { float part[]; };
-layout(std430, binding = 5) coherent buffer PartFix { float partf[]; }; // FIXUP: part, coherent
-layout(std430, binding = 6) coherent buffer Count { uint count[]; };   // FIXUP: per tile
 
 layout(push_constant) uniform Push {
   uint m, n, k, mode;
@@ -51,7 +42,6 @@ layout(push_constant) uniform Push {
 const uint TILE = 64, KSTEP = 16;
 shared float as[KSTEP][TILE + 1];
 shared float ws[KSTEP][TILE + 1];
-shared bool last_piece; // FIXUP: this workgroup finishes the tile
 
 // Four consecutive weights W[row][col..col+3] as f32 (col % 4 == 0).
 vec4 weights4(uint row, uint col) {
@@ -63,36 +53,6 @@ vec4 weights4(uint row, uint col) {
   if (WTYPE == W_BF16) return vec4(unpack_bf16(w[i / 2]), unpack_bf16(w[i / 2 + 1]));
   float d = q8_scale(scales, i / 32);
   return d * unpack_q8(w[i / 4]);
-}
-
-// The output at (row, col) from its raw sum s, as gemm_reduce.comp writes it.
-void finish(uint row, uint col, float s) {
-  uint width = p.n + p.dual, at = row * width + col;
-  c[at] = epilogue(p.mode, p.alpha, s + bias[col], reads_output(p.mode) ? c[at] : 0.0);
-  if (col < p.dual) c[row * width + p.n + col] = s + bias[p.n + col];
-}
-
-// FIXUP: after this workgroup's piece is in part, the last one of the tile's
-// splits pieces to get here sums them all (the counter's atomicAdd orders the
-// pieces' writes, each made visible at device scope first, before its reads).
-void fix_up(uint row0, uint col0) {
-  memoryBarrierBuffer();
-  barrier();
-  uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  if (gl_LocalInvocationIndex == 0) {
-    last_piece = atomicAdd(count[tile], 1u) == p.splits - 1;
-    if (last_piece) atomicExchange(count[tile], 0u); // every piece has counted: ready for the next call
-  }
-  barrier();
-  if (!last_piece) return;
-  memoryBarrierBuffer();
-  for (uint e = gl_LocalInvocationIndex; e < TILE * TILE; e += 256) {
-    uint row = row0 + e / TILE, col = col0 + e % TILE;
-    if (row >= p.m) continue;
-    float s = 0.0;
-    for (uint z = 0; z < p.splits; z++) s += partf[(z * p.m + row) * p.n + col];
-    finish(row, col, s);
-  }
 }
 
 void main() {
@@ -137,13 +97,9 @@ void main() {
     for (uint i = 0; i < 4; i++) {
       uint row = row0 + ty + 16 * i;
       if (row >= p.m) continue;
-      for (uint j = 0; j < 4; j++) {
-        uint at = (gl_WorkGroupID.z * p.m + row) * p.n + col0 + tx + 16 * j;
-        if (FIXUP == 0) part[at] = acc[i][j];
-        else partf[at] = acc[i][j];
-      }
+      for (uint j = 0; j < 4; j++)
+        part[(gl_WorkGroupID.z * p.m + row) * p.n + col0 + tx + 16 * j] = acc[i][j];
     }
-    if (FIXUP != 0) fix_up(row0, col0);
     return;
   }
   uint width = p.n + p.dual;
