@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # One GPU machine session's checks and benchmarks in one go, with a build made
-# elsewhere (cmake -DSTENO_FFMPEG=OFF; bench/gemm_speed and bench/row_kernels
-# compiled into BUILD_DIR by bench/build_benches.sh): the devices and their fast-kernel
+# elsewhere (cmake -DSTENO_FFMPEG=OFF; the benches compiled into BUILD_DIR by
+# bench/build_benches.sh): the devices and their fast-kernel
 # probes, the test programs, the kernel benchmarks, then Parakeet 0.6B and
 # Whisper turbo shapes against transformers. Each step has a time limit, so a
 # slow one cannot take the others with it; every output lands in OUT_DIR.
-#   [STEPS="checks models"] [PEER=transcribe-bench] [LONG_RUNS=0] \
+#   [STEPS="checks models"] [PEER=transcribe-bench] [LONG_RUNS=0] [COMPILE=1] \
 #     bash bench/gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav
 # checks: devices, tests, kernel benchmarks. models: Parakeet against
 # transformers (and transcribe.cpp where PEER names its transcribe-bench, on the
-# same GGUF and clip), a kernel profile of steno's Parakeet encoder
-# (STENO_PROFILE=1), then Whisper against transformers.
+# same GGUF and clip; with COMPILE=1 torch.compile too, and the speech-rate copy of
+# the file), a kernel profile of steno's Parakeet encoder (STENO_PROFILE=1), then
+# Whisper against transformers and a profile of 32 tokens (STENO_BENCH_TOKENS=32: the
+# random weights never end a window, so without it a call decodes to the limit).
+# Test programs can take over a minute there (test_gemm ~70 s): give them room.
 set -u
 build=${1:?usage: gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav} out=${2:?} clip=${3:?}
 cd "$(dirname "$0")/.."
@@ -29,15 +32,23 @@ if [[ $steps == *checks* ]]; then
   step 150 tests.txt bash tests/run_prebuilt.sh "$build" "$out/tests.log"
   step 50 kernels.txt "$build/gemm_speed" 5
   step 20 kernels.txt "$build/row_kernels" 138 20
+  step 40 kernels.txt "$build/gemm_tc_sweep" 50 138
+  step 60 kernels.txt "$build/attention_speed" 10
 fi
 if [[ $steps == *models* ]]; then
-  step 150 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" \
-    --runs 5 --long-runs "${LONG_RUNS:-0}"
+  compile=()
+  [ -n "${COMPILE:-}" ] && compile=(--compile)
+  step 300 parakeet.jsonl python3 bench/parakeet_real.py --steno "$build/steno" --clip "$clip" \
+    --runs 5 --long-runs "${LONG_RUNS:-0}" "${compile[@]}" ${COMPILE:+--speech-rate 30}
   model=/tmp/parakeet_real/parakeet_tdt_0.6b_random-F16.gguf
   step 60 profile.txt env STENO_PROFILE=1 "$build/steno" bench "$model" "$clip" -n 3
   if [ -n "${PEER:-}" ]; then
     step 120 peer.jsonl python3 bench/peer_transcribe_cpp.py --binary "$PEER" --model "$model" \
       --clip "$clip" --runs 5
   fi
-  step 110 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5
+  step 200 whisper.jsonl python3 bench/whisper_real.py --steno "$build/steno" --clip "$clip" --runs 5 \
+    "${compile[@]}"
+  wmodel=$(ls /tmp/whisper_real/*.gguf 2>/dev/null | head -1)
+  [ -n "$wmodel" ] && step 60 profile_whisper.txt env STENO_PROFILE=1 STENO_BENCH_TOKENS=32 \
+    "$build/steno" bench "$wmodel" "$clip" -n 3
 fi
