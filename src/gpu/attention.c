@@ -40,11 +40,9 @@ static bool use_flash(const gpu_device *d, uint32_t t, uint32_t head_dim, bool r
          flash_fits(d, t, head_dim);
 }
 
-/* flash_tc.comp's keys per block. */
-static uint32_t flash_tc_kb(uint32_t head_dim, bool relative) {
-  (void)head_dim, (void)relative;
-  return 16;
-}
+/* flash_tc.comp's keys per block in use: on the H200, 32 and 64 were slower
+ * at most shapes (docs/perf.md). */
+#define FLASH_TC_KB 16
 
 /* Words of the scores scratch flash_tc's f16 copies take: q, k, v (and q+v)
  * of n·t rows, pos of 2t − 1 rows and one more (its band may read there). */
@@ -59,14 +57,20 @@ static uint64_t flash_tc_words(const gpu_attn *a, bool relative) {
  * probes) it takes any t of at least a key block. */
 #define FLASH_TC_MIN_T 256
 
+/* Whether flash_tc can take call a from t = min_t: head sizes of 16·n up to
+ * 128, the f16 copies within the scores scratch (and 32-bit offsets), no
+ * chunked mask. */
+static bool flash_tc_fits(const gpu_attn *a, bool relative, uint32_t min_t) {
+  uint64_t words = flash_tc_words(a, relative);
+  return !a->chunk && a->head_dim % 16 == 0 && a->head_dim <= 128 && a->t >= min_t &&
+         a->scores && words <= gpu_buffer_size(a->scores) / 4 && words < UINT32_MAX;
+}
+
 /* flash_tc where its probe passed and it is used (timed faster here, or
- * gpu_set_fast on), for head sizes of 16·n up to 128, the f16 copies within
- * the scores scratch; not for chunked masks. */
+ * gpu_set_fast on) and it fits. */
 static bool use_flash_tc(const gpu_device *d, const gpu_attn *a, bool relative) {
-  uint32_t min_t = d->use_fast == GPU_FAST_ALL ? flash_tc_kb(a->head_dim, relative) : FLASH_TC_MIN_T;
-  return !a->chunk && gpu_fast_used(d, GPU_FAST_ATTENTION_TC) && a->head_dim % 16 == 0 &&
-         a->head_dim <= 128 && a->t >= min_t && a->scores &&
-         flash_tc_words(a, relative) <= gpu_buffer_size(a->scores) / 4;
+  return gpu_fast_used(d, GPU_FAST_ATTENTION_TC) &&
+         flash_tc_fits(a, relative, d->use_fast == GPU_FAST_ALL ? FLASH_TC_KB : FLASH_TC_MIN_T);
 }
 
 /* flash_tc: q, k, v (q+v, pos) packed to f16 rows in the scores scratch, then the kernel. */
@@ -194,7 +198,7 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   if (tc) {
-    flash_tc(rec, a, relative, scale, flash_tc_kb(hd, relative), 0);
+    flash_tc(rec, a, relative, scale, FLASH_TC_KB, 0);
     return;
   }
   if (flash) {
@@ -245,9 +249,8 @@ void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, true); 
 void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uint32_t kb,
                              uint32_t skip) {
   const gpu_device *d = gpu_rec_device(rec);
-  int st = gpu_fast_passed(d, GPU_FAST_ATTENTION_TC) && (kb == 16 || kb == 32) && a->t >= kb &&
-                   a->head_dim % 16 == 0 && a->head_dim <= 128 && !a->chunk && a->scores &&
-                   flash_tc_words(a, relative) <= gpu_buffer_size(a->scores) / 4
+  int st = gpu_fast_passed(d, GPU_FAST_ATTENTION_TC) && (kb == 16 || kb == 32) &&
+                   flash_tc_fits(a, relative, kb)
                ? check_attn(a, relative, true)
                : err_set(STENO_ERR_INVALID, "flash_tc experiment: not available for this call");
   if (st) {
