@@ -36,49 +36,36 @@ static gpu_buffer *random_buffer(gpu_device *d, size_t n) {
   return b;
 }
 
-/* Best seconds per call of `reps` calls in one submission. */
-static double timed(gpu_device *d, const gpu_attn *a, bool relative, int reps) {
-  gpu_rec *rec;
-  if (gpu_rec_new(d, &rec)) exit(1);
-  double best = 1e30;
-  for (int r = 0; r < 3; r++) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) relative ? gpu_rel_attention(rec, a) : gpu_attention(rec, a);
-    double t0 = bench_now_ms();
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed: %s\n", steno_last_error()));
-    double dt = bench_now_ms() - t0;
-    best = dt < best ? dt : best;
-  }
-  gpu_rec_free(rec);
-  return best / reps * 1e-3;
-}
-
-/* flash_tc recorded directly with keys per block kb and experiment bits
- * `skip` (flash_tc.comp's SKIP: parts left out, so the time of each shows). */
+/* One call recorded: attention by the path the device chooses, or flash_tc
+ * with keys per block kb and experiment bits `skip` (flash_tc.comp's SKIP:
+ * parts left out, so the time of each shows). */
 typedef struct {
   const gpu_attn *a;
-  bool relative;
+  bool relative, experiment;
   uint32_t kb, skip;
-} variant;
+} call;
 
-static void record_variant(gpu_rec *rec, const variant *x) {
-  gpu_flash_tc_experiment(rec, x->a, x->relative, x->kb, x->skip);
+static void record(gpu_rec *rec, const call *c) {
+  if (c->experiment) gpu_flash_tc_experiment(rec, c->a, c->relative, c->kb, c->skip);
+  else if (c->relative) gpu_rel_attention(rec, c->a);
+  else gpu_attention(rec, c->a);
 }
 
-static double timed_variant(gpu_device *d, const variant *x, int reps) {
+/* Best µs per call of `reps` calls in one submission. */
+static double timed(gpu_device *d, const call *c, int reps) {
   gpu_rec *rec;
   if (gpu_rec_new(d, &rec)) exit(1);
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
     if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) record_variant(rec, x);
+    for (int i = 0; i < reps; i++) record(rec, c);
     double t0 = bench_now_ms();
     if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed: %s\n", steno_last_error()));
     double dt = bench_now_ms() - t0;
     best = dt < best ? dt : best;
   }
   gpu_rec_free(rec);
-  return best / reps * 1e3; /* µs */
+  return best / reps * 1e3;
 }
 
 static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) {
@@ -86,11 +73,10 @@ static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) 
   static const char *what[] = {"whole", "no softmax lanes", "no score MMAs", "no P·V MMAs",
                                "one pass", "packing + loop only"};
   static const uint32_t kbs[] = {16, 32};
-  (void)relative;
   for (int k = 0; k < 2; k++)
     for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
-      variant x = {a, relative, kbs[k], skips[i]};
-      printf("    KB %2u %-24s %9.1f µs\n", kbs[k], what[i], timed_variant(d, &x, reps));
+      call c = {a, relative, true, kbs[k], skips[i]};
+      printf("    KB %2u %-24s %9.1f µs\n", kbs[k], what[i], timed(d, &c, reps));
     }
   fflush(stdout);
 }
@@ -120,7 +106,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
     gpu_set_fast(d, tc);
     d->fast[GPU_FAST_ATTENTION] = false;
     d->fast[GPU_FAST_ATTENTION_TC] = tc;
-    sec[tc] = timed(d, &a, s->relative, reps);
+    sec[tc] = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
     if (!out[tc] || gpu_download(o, 0, out[tc], on * sizeof(float))) exit(1);
   }
   double big = 0, diff = 0;
@@ -129,7 +115,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
     diff = fmax(diff, fabs(out[0][i] - out[1][i]));
   }
   printf("%-34s portable %9.1f µs  flash_tc %9.1f µs  %6.2fx  max |diff| %.2e of %.2f\n", s->name,
-         sec[0] * 1e6, sec[1] * 1e6, sec[0] / sec[1], diff, big);
+         sec[0], sec[1], sec[0] / sec[1], diff, big);
   fflush(stdout);
   if (experiments && !s->batch) variants(&a, d, s->relative, reps);
   gpu_buffer_free(x), gpu_buffer_free(pos), gpu_buffer_free(o), gpu_buffer_free(scores);
