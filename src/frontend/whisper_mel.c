@@ -136,14 +136,16 @@ static void wmel_chunk(void *ctx, size_t t0, size_t t1, int chunk, double *buf) 
   j->top[chunk] = top;
 }
 
-/* (max(x, top − 8) + 4) / 4 over frames [0, A) in place, and the padding's
- * frame so into frames [A, T). */
+static float normalized(float x, float top) { return (fmaxf(x, top - 8.0f) + 4.0f) / 4.0f; }
+
+/* normalized() over frames [0, A) in place, and the padding's frame so into
+ * frames [A, T). */
 static void normalize(const wmel *m, float *x, size_t A, size_t T, float top) {
   size_t M = (size_t)m->n_mels;
-  for (size_t i = 0; i < A * M; i++) x[i] = (fmaxf(x[i], top - 8.0f) + 4.0f) / 4.0f;
+  for (size_t i = 0; i < A * M; i++) x[i] = normalized(x[i], top);
   if (A == T) return;
   float *row = x + A * M;
-  for (size_t b = 0; b < M; b++) row[b] = (fmaxf(m->pad[b], top - 8.0f) + 4.0f) / 4.0f;
+  for (size_t b = 0; b < M; b++) row[b] = normalized(m->pad[b], top);
   for (size_t t = A + 1; t < T; t++) memcpy(x + t * M, row, M * sizeof *x);
 }
 

@@ -88,6 +88,11 @@ static int check_token(const whisper_config *c, int id) {
   return err_set(STENO_ERR_INVALID, "whisper: token %d of %u", id, c->vocab);
 }
 
+static int check_pos(const whisper_config *c, uint32_t pos) {
+  if (pos < c->n_text_ctx) return 0;
+  return err_set(STENO_ERR_INVALID, "whisper: position %u of %u", pos, c->n_text_ctx);
+}
+
 int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *logits) {
   const whisper_config *c = &m->c;
   if (n == 0 || pos + n > c->n_text_ctx)
@@ -108,8 +113,7 @@ int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *lo
 /* ---- one generated token in three steps ---- */
 
 int whisper_step_prepare(whisper *m, uint32_t pos) {
-  if (pos >= m->c.n_text_ctx)
-    return err_set(STENO_ERR_INVALID, "whisper: position %u of %u", pos, m->c.n_text_ctx);
+  TRY(check_pos(&m->c, pos));
   whisper_steps *st = &m->steps;
   gpu_rec *rec = st->layers[pos % 2];
   st->prepared[pos % 2] = -1;
@@ -122,8 +126,7 @@ int whisper_step_prepare(whisper *m, uint32_t pos) {
 int whisper_step_start(whisper *m, int id, uint32_t pos) {
   whisper_steps *st = &m->steps;
   TRY(check_token(&m->c, id));
-  if (pos >= m->c.n_text_ctx)
-    return err_set(STENO_ERR_INVALID, "whisper: position %u of %u", pos, m->c.n_text_ctx);
+  TRY(check_pos(&m->c, pos));
   gpu_rec *layers = st->layers[pos % 2];
   st->embed_live = st->prepared[pos % 2] == (int64_t)pos;
   st->prepared[pos % 2] = -1; /* submitted once, then recorded again */
