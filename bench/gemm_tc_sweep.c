@@ -10,12 +10,14 @@
  *         (b) a k-scan at m × 3072 × k, k = 32…2048, no split, each tile,
  *         with the line fitted through it (µs per 32-wide k step, fixed µs
  *         per call).
- *   tiles 9 tiles × split counts 1–16 at the same shapes.
- *   all   both.
+ *   tiles 12 tiles × split counts 1–16 at the same shapes.
+ *   big   tiles at large m (a batch of 64 clips, Whisper's 1500 rows, 4096³),
+ *         one piece each (m is ignored).
+ *   all   calls and tiles.
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|all]. */
+ * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,8 +241,9 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
 
 /* Tile shapes × split counts (gemm_reduce sums the pieces). */
 static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 2, 2}, {1, 4, 2, 2}, {1, 4, 1, 2},
-                               {2, 4, 2, 2}, {1, 2, 2, 4}, {2, 2, 1, 2}, {4, 2, 1, 2}};
+  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 2, 2}, {1, 4, 2, 2},
+                               {1, 4, 1, 2}, {2, 4, 2, 2}, {1, 2, 2, 4}, {2, 2, 1, 2},
+                               {4, 2, 1, 2}, {2, 2, 4, 4}, {1, 2, 4, 4}, {2, 1, 4, 4}};
   static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
   printf("tiles × split counts: µs (TFLOP/s)\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -264,14 +267,42 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   }
 }
 
+/* Tiles at large m, one piece: a subgroup's share of a tile (TM × TN
+ * matrices) against how many subgroups share its loads. Shared memory
+ * (2 stages of (BM + BN) rows of 80 bytes) must stay within 48 KiB. */
+static void big_sweep(gpu_device *d, int reps) {
+  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 4, 4}, {1, 2, 4, 4},
+                               {2, 1, 4, 4}, {4, 2, 2, 4}, {4, 4, 2, 2}};
+  static const uint32_t big[][3] = {{8832, 4096, 1024}, {8832, 1024, 4096}, {8832, 3072, 1024},
+                                    {1500, 3840, 1280}, {1500, 5120, 1280}, {1500, 1280, 5120},
+                                    {1500, 1280, 1280}, {4096, 4096, 4096}};
+  printf("big m, one piece: µs (TFLOP/s) [diff from gpu_gemm's choice]\n");
+  for (size_t s = 0; s < sizeof big / sizeof *big; s++) {
+    problem pb;
+    double us = problem_new(d, big[s][0], big[s][1], big[s][2], reps, &pb);
+    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
+    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
+      const tile *tl = &tiles[t];
+      uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
+      if (2u * (bm + bn) * 80 > 49152) continue;
+      double u = timed(d, record_one, &pb, &(config){tl, 1}, reps), diff = diff_from_ref(&pb);
+      printf("  %3u×%-3u (%u×%u sg, %u×%u)  %.1f (%.1f) [%.0e]%s\n", bm, bn, tl->sg_m, tl->sg_n,
+             tl->tm, tl->tn, u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+    }
+    problem_free(&pb);
+  }
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
   uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
   const char *what = argc > 3 ? argv[3] : "calls";
   bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
+  bool bigs = !strcmp(what, "big");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(calls || tiles)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles || bigs)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -288,6 +319,7 @@ int main(int argc, char **argv) {
     k_scan(d, rows, reps);
   }
   if (tiles) tile_sweep(d, rows, reps);
+  if (bigs) big_sweep(d, reps);
   gpu_close(d);
   return 0;
 }
