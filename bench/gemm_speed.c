@@ -98,8 +98,9 @@ int main(int argc, char **argv) {
           diff = fmax(diff, fabs(slow_out[i] - fast_out[i]));
         }
         const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-        printf("\n    %s %u×%u %8.3f ms %6.1f TFLOP/s  %.2fx  max diff %.1e", t->kernel,
-               t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, fast * 1e3, flop / fast * 1e-12,
+        printf("\n    %s %u×%u/%u %8.3f ms %6.1f TFLOP/s  %.2fx  max diff %.1e", t->kernel,
+               t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->sg_m * t->sg_n, fast * 1e3,
+               flop / fast * 1e-12,
                slow / fast, diff / top);
       }
       gpu_gemm_force(d, GPU_GEMM_AUTO);

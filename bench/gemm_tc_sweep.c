@@ -147,24 +147,24 @@ static void problem_free(problem *pb) {
 
 static const uint32_t shapes[][2] = {{3072, 1024}, {4096, 1024}, {1024, 4096}, {1024, 1024}, {2048, 1024}};
 
-/* (a) gpu_gemm forced to each of its two gemm_tc tiles, k cut as gpu_gemm
+/* (a) gpu_gemm forced to each of its gemm_tc tiles, k cut as gpu_gemm
  * cuts it for that tile (gpu_gemm_plan_for). */
 static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
-  static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64};
+  static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TC128W};
   printf("(a) gpu_gemm forced to a gemm_tc tile: µs (TFLOP/s) [diff]\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
     double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
     printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
-    for (size_t v = 0; v < 2; v++) {
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
       if (!gpu_gemm_variant_ok(d, variants[v])) continue;
       gpu_gemm_force(d, variants[v]);
       const gpu_gemm_tile *t = &gpu_gemm_tiles[variants[v]];
       gpu_gemm_plan plan;
       gpu_gemm_plan_for(d, &pb.l, pb.k, pb.m, &plan);
       double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
-      printf("  %3u×%-3u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
-             t->sg_n * t->tn * 16, plan.splits, plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6,
+      printf("  %3u×%-3u/%-2u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
+             t->sg_n * t->tn * 16, t->sg_m * t->sg_n, plan.splits, plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6,
              diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }

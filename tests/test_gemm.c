@@ -178,7 +178,7 @@ static void parakeet_down(void) {
   CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, bias, n, &l));
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
     /* The tiled and cooperative kernels never split k. */
-    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128;
+    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W;
     if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
     gpu_set_fast(d, v != GPU_GEMM_AUTO);
     gpu_gemm_force(d, (gpu_gemm_variant)v);
@@ -196,7 +196,8 @@ static void parakeet_down(void) {
 int main(void) {
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-    printf("fast GEMM %s %u×%u: %s\n", t->kernel, t->sg_m * t->tm * 16, t->sg_n * t->tn * 16,
+    printf("fast GEMM %s %u×%u on %u subgroups: %s\n", t->kernel, t->sg_m * t->tm * 16,
+           t->sg_n * t->tn * 16, t->sg_m * t->sg_n,
            gpu_gemm_variant_ok(test_device(), (gpu_gemm_variant)v) ? "probe passed, tested too"
                                                                    : "not available");
   }

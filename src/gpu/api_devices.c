@@ -24,8 +24,8 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
     }
     for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
       const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-      fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u %s\n", t->kernel,
-              t->sg_m * t->tm * 16, t->sg_n * t->tn * 16,
+      fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u on %u subgroups %s\n",
+              t->kernel, t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->sg_m * t->sg_n,
               gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? gpu_gemm_variant_used(d, (gpu_gemm_variant)v)
                                                                 ? "(probe passed, used)"
                                                                 : "(probe passed, slower here: not used)"

@@ -33,14 +33,19 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
     [GPU_GEMM_TILED128] = {"gemm_tiled", 2, 4, 4, 2, false},
     [GPU_GEMM_TC64] = {"gemm_tc", 2, 2, 2, 4, true},
     [GPU_GEMM_TC128] = {"gemm_tc", 2, 4, 4, 2, true},
+    /* The same tile on twice the subgroups, each with a quarter of the
+     * accumulators: the H200 ran it 1.3–5× faster at m ≥ 1500 (docs/perf.md). */
+    [GPU_GEMM_TC128W] = {"gemm_tc", 4, 4, 2, 2, true},
 };
 
-static bool is_tc(gpu_gemm_variant v) { return v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128; }
+static bool is_tc(gpu_gemm_variant v) {
+  return v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W;
+}
 
 /* Whether gemm_tc passed its probe here (Q8_0 layers then get an f16 copy; it
  * reads BF16 as stored, rounding to f16 when staging). */
 static bool tc_passed(const gpu_device *d) {
-  return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128];
+  return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128] || d->gemm_ok[GPU_GEMM_TC128W];
 }
 
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
@@ -69,10 +74,12 @@ static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, 
 }
 
 gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
-  static const gpu_gemm_variant order[2][5] = {
-      {GPU_GEMM_TC64, GPU_GEMM_TC128, GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_TILED128},
-      {GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TILED128, GPU_GEMM_TILED64, GPU_GEMM_COOP64}};
-  for (int i = 0; i < 5; i++)
+  static const gpu_gemm_variant order[2][GPU_GEMM_VARIANTS - 1] = {
+      {GPU_GEMM_TC64, GPU_GEMM_TC128, GPU_GEMM_TC128W, GPU_GEMM_TILED64, GPU_GEMM_COOP64,
+       GPU_GEMM_TILED128},
+      {GPU_GEMM_TC128W, GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TILED128, GPU_GEMM_TILED64,
+       GPU_GEMM_COOP64}};
+  for (int i = 0; i < GPU_GEMM_VARIANTS - 1; i++)
     if (d->gemm_ok[order[big][i]]) return order[big][i];
   return GPU_GEMM_AUTO;
 }

@@ -79,6 +79,7 @@ typedef enum {
   GPU_GEMM_TILED128,
   GPU_GEMM_TC64,
   GPU_GEMM_TC128,
+  GPU_GEMM_TC128W, /* gemm_tc's 128×128 tile on 16 subgroups of 2×2 (for large m) */
   GPU_GEMM_VARIANTS
 } gpu_gemm_variant;
 
