@@ -100,6 +100,27 @@ static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale
                (a->t + 63) / 64, n * a->heads, 1);
 }
 
+/* Queries × keys per workgroup of attention_scores_tc. */
+#define MM_TILE 128u
+
+/* Whether attention_scores_tc and attention_values_tc can take call a:
+ * plain attention, head sizes of 16·n up to 128, q, k and v at offsets and
+ * strides of whole 128-bit words (their loads). Chunked masks and batches
+ * as the portable kernels. */
+static bool mm_fits(const gpu_attn *a, bool relative) {
+  uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
+  return !relative && a->head_dim % 16 == 0 && a->head_dim <= 128 && words % 4 == 0;
+}
+
+/* flash_tc first where it is used, then flash.comp (CPU devices; no
+ * chunked mask, no batch), then the two products on the tensor cores. */
+gpu_attn_path gpu_attention_path(const gpu_device *d, const gpu_attn *a, bool relative) {
+  if (use_flash_tc(d, a, relative)) return GPU_ATTN_FLASH_TC;
+  if (!a->chunk && a->batch <= 1 && use_flash(d, a->t, a->head_dim, relative)) return GPU_ATTN_FLASH;
+  if (gpu_fast_used(d, GPU_FAST_ATTENTION_MM) && mm_fits(a, relative)) return GPU_ATTN_MM;
+  return GPU_ATTN_PORTABLE;
+}
+
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
                                 uint32_t head_dim) {
   return use_flash(d, t, head_dim, false) ? 1 : gpu_attention_scratch(t, heads);
@@ -182,45 +203,36 @@ static int check_attn(const gpu_attn *a, bool relative, bool flash) {
   return 0;
 }
 
-/* scores (with relative positions or not), softmax over the kept keys, values. */
-static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
-  gpu_device *d = gpu_rec_device(rec);
-  /* Chunked masks are applied by the scores kernel: no flash path for them. */
-  bool batched = a->batch > 1;
-  bool tc = use_flash_tc(d, a, relative);
-  bool flash = !tc && !a->chunk && !batched && use_flash(d, a->t, a->head_dim, relative);
-  int st = check_attn(a, relative, flash || tc);
-  if (st) {
-    gpu_rec_fail(rec, st);
-    return;
-  }
-  uint32_t t = a->t, hd = a->head_dim, rel = relative;
-  float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)hd);
+/* flash.comp: scores, softmax and values in one dispatch, no scores buffer. */
+static void flash(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
-  if (tc) {
-    flash_tc(rec, a, relative, scale, FLASH_TC_KB, 0);
-    return;
-  }
-  if (flash) {
-    uint32_t spec[2] = {rel, flash_hd(hd)};
-    gpu_kernel *k = gpu_rec_kernel(rec, "flash", spec, 2);
-    struct {
-      uint32_t t, head_dim;
-      float scale;
-      uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
-      uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride;
-    } fp = {t,          hd,          scale,       a->mask != NULL, a->q.offset, a->q.stride,
-            a->k.offset, a->k.stride, a->v.offset, a->v.stride,     qv.offset,   qv.stride,
-            pos.offset, pos.stride,  a->o.offset, a->o.stride};
-    gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf,
-                        a->mask ? a->mask : a->q.buf, a->o.buf};
-    gpu_dispatch(rec, k, fb, 7, &fp, sizeof fp, (t + 63) / 64, a->heads, 1);
-    return;
-  }
+  uint32_t spec[2] = {relative, flash_hd(a->head_dim)};
+  gpu_kernel *k = gpu_rec_kernel(rec, "flash", spec, 2);
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t masked, q_off, q_stride, k_off, k_stride, v_off, v_stride;
+    uint32_t qv_off, qv_stride, pos_off, pos_stride, o_off, o_stride;
+  } fp = {a->t,        a->head_dim, scale,       a->mask != NULL, a->q.offset, a->q.stride,
+          a->k.offset, a->k.stride, a->v.offset, a->v.stride,     qv.offset,   qv.stride,
+          pos.offset,  pos.stride,  a->o.offset, a->o.stride};
+  gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, qv.buf, pos.buf, a->mask ? a->mask : a->q.buf,
+                      a->o.buf};
+  gpu_dispatch(rec, k, fb, 7, &fp, sizeof fp, (a->t + 63) / 64, a->heads, 1);
+}
 
+/* The three dispatches through the scores buffer: scores, softmax over the
+ * kept keys, values; with `mm` the two products on the tensor cores (the
+ * same bindings and push constants; the values kernel takes the head size
+ * as its second spec constant and a whole head per workgroup). */
+static void three(gpu_rec *rec, const gpu_attn *a, bool relative, bool mm, float scale) {
+  uint32_t t = a->t, hd = a->head_dim;
+  bool batched = a->batch > 1;
+  gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   /* Batched: one more spec constant and the lengths at the next binding. */
-  uint32_t spec[2] = {rel, 1}, z = batched ? a->batch * a->heads : a->heads;
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, batched ? 2 : 1);
+  uint32_t spec[3] = {relative, 1, hd}, z = batched ? a->batch * a->heads : a->heads;
+  gpu_kernel *k = gpu_rec_kernel(rec, mm ? "attention_scores_tc" : "attention_scores", spec,
+                                 batched ? 2 : 1);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -230,17 +242,35 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
           a->k.stride, qv.offset, qv.stride, pos.offset,    pos.stride,  a->chunk,
           a->left_chunks, a->heads};
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores, batched ? a->lens : a->q.buf};
-  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, tiles(t), tiles(t), z);
+  uint32_t st = mm ? (t + MM_TILE - 1) / MM_TILE : tiles(t);
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, st, st, z);
 
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  k = gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
+  spec[1] = batched;
+  k = mm ? gpu_rec_kernel(rec, "attention_values_tc", &spec[1], 2)
+         : gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
-  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, tiles(hd), tiles(t), z);
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, mm ? 1 : tiles(hd), tiles(t), z);
+}
+
+/* Attention (with relative positions or not) by the path the device's fast
+ * kernels and the call's shape choose. */
+static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
+  gpu_attn_path path = gpu_attention_path(gpu_rec_device(rec), a, relative);
+  int st = check_attn(a, relative, path == GPU_ATTN_FLASH || path == GPU_ATTN_FLASH_TC);
+  if (st) {
+    gpu_rec_fail(rec, st);
+    return;
+  }
+  float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
+  if (path == GPU_ATTN_FLASH_TC) flash_tc(rec, a, relative, scale, FLASH_TC_KB, 0);
+  else if (path == GPU_ATTN_FLASH) flash(rec, a, relative, scale);
+  else three(rec, a, relative, path == GPU_ATTN_MM, scale);
 }
 
 void gpu_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, false); }

@@ -52,6 +52,14 @@ size_t gpu_attention_scratch(uint32_t t, uint32_t heads);
 size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
                                 uint32_t head_dim);
 
+/* The kernels a call takes (chosen by gpu_attention and gpu_rel_attention
+ * from the device's fast kernels and the call's shape): the portable three
+ * (scores, softmax, values), flash.comp, flash_tc.comp, or the portable
+ * three with scores and values on the tensor cores (attention_scores_tc,
+ * attention_values_tc). */
+typedef enum { GPU_ATTN_PORTABLE, GPU_ATTN_FLASH, GPU_ATTN_FLASH_TC, GPU_ATTN_MM } gpu_attn_path;
+gpu_attn_path gpu_attention_path(const gpu_device *d, const gpu_attn *a, bool relative);
+
 /* y[r] = softmax(scale · x[r]) over `cols` values of `rows` rows, the row's
  * max subtracted first; y may be x (the same slice: in place). */
 void gpu_softmax(gpu_rec *rec, gpu_attn_slice x, gpu_attn_slice y, uint32_t rows, uint32_t cols,

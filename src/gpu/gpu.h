@@ -76,6 +76,8 @@ typedef enum {
   GPU_FAST_CONV_GLU,  /* conv_glu with subgroup reductions (conv_glu_fast.comp) */
   GPU_FAST_ATTENTION, /* flash attention, no t² scores (flash.comp); needs no feature */
   GPU_FAST_ATTENTION_TC, /* flash attention on the tensor cores (flash_tc.comp), relative too */
+  GPU_FAST_ATTENTION_MM, /* attention on the tensor cores, scores and values as two products
+                            (attention_scores_tc.comp, attention_values_tc.comp); plain only */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 

@@ -198,6 +198,24 @@ static void probe_attention_tc(gpu_rec *rec, probe_bufs *b) {
   gpu_rel_attention(rec, &r);
 }
 
+/* attention_scores_tc and attention_values_tc: plain attention at head size
+ * 48 with the mask over t = 37 (p read a float at a time) and at 128 over
+ * t = 36 (128 bits at a time), partial tiles both, into two parts of y.
+ * Timing: as probe_attention's. */
+static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
+  if (b->timing) {
+    probe_attention(rec, b);
+    return;
+  }
+  gpu_attn a = {.q = {b->x, 0, 144}, .k = {b->x, 48, 144}, .v = {b->x, 96, 144},
+                .o = {b->y, 0, 48}, .mask = b->mask, .scores = b->w, .t = 37, .heads = 1,
+                .head_dim = 48};
+  gpu_attention(rec, &a);
+  gpu_attn w = {.q = {b->x, 0, 384}, .k = {b->x, 128, 384}, .v = {b->x, 256, 384},
+                .o = {b->y, 37 * 48, 128}, .scores = b->w, .t = 36, .heads = 1, .head_dim = 128};
+  gpu_attention(rec, &w);
+}
+
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
 
 /* Runs `op` with fast kernel k off, then on, and compares: within `tol` of
@@ -282,6 +300,7 @@ static const struct {
     [GPU_FAST_CONV_GLU] = {138, 1024},     /* t × d */
     [GPU_FAST_ATTENTION] = {138, 1024},    /* t, 8 heads of 128 */
     [GPU_FAST_ATTENTION_TC] = {1000, 1024}, /* t, 8 heads of 128, relative */
+    [GPU_FAST_ATTENTION_MM] = {1000, 512},  /* t, 8 heads of 64 (Whisper's head size) */
 };
 
 /* Whether fast kernel k (probe passed) runs faster than its portable twin at
@@ -304,11 +323,18 @@ static bool twin_faster(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   if (!probe_bufs_new(d, rows, cols, wn, true, &b)) return false;
   row_op r = {op, &b};
   double t[2];
+  /* The other attention paths off: each is timed against the portable one
+   * (attend would otherwise take flash_tc, which comes first, both times). */
+  static const gpu_fast_kernel attn[] = {GPU_FAST_ATTENTION, GPU_FAST_ATTENTION_TC,
+                                         GPU_FAST_ATTENTION_MM};
+  bool kept[3];
+  for (int i = 0; i < 3; i++) kept[i] = d->fast[attn[i]], d->fast[attn[i]] &= attn[i] == k;
   d->use_fast = GPU_FAST_ALL;
   for (int fast = 0; fast < 2; fast++) {
     d->fast[k] = fast;
     t[fast] = op_seconds(d, run_row_op, &r, 5);
   }
+  for (int i = 0; i < 3; i++) d->fast[attn[i]] = kept[i];
   d->fast[k] = true; /* it passed its probe: only the choice depends on the times */
   d->use_fast = GPU_FAST_OFF;
   probe_bufs_free(&b);
@@ -386,6 +412,9 @@ static const struct {
      * f16: about 1e-3 of the largest output (test_attention). */
     [GPU_FAST_ATTENTION_TC] = {"flash attention (tensor cores)", probe_attention_tc, false, true,
                                5e-3f},
+    /* ... as the two products on the tensor cores round q, k, p and v. */
+    [GPU_FAST_ATTENTION_MM] = {"attention scores and values (tensor cores)", probe_attention_mm,
+                               false, true, 5e-3f},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }

@@ -1,0 +1,147 @@
+#version 450
+// attention_scores (fast, tensor cores through NV cooperative matrices): the
+// contract of attention_scores.comp for plain attention (RELATIVE = 0: q+v
+// and pos, bindings 2 and 3, are not read) —
+//   s[z][i][j] = scale · q_i·k_j over head h's head_dim columns,
+// the chunked mask and the batch (BATCH = 1, lens at binding 5: keys past
+// lens[clip] written as −1e30) as there; the same bindings, push constants
+// and output. z is the head, or clip·heads + head with BATCH.
+//
+// q, k  f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
+//       shared memory: one f16 product per term, f32 sums (16×16×16), so a
+//       score is that of f16(q)·f16(k), about 1e-3 of |q|·|k| off the f32 one
+//       (gemm_tc's rounding of a, here on both sides).
+// Needs (attention.c checks): head_dim a multiple of 16 up to 128, q_off,
+//       q_stride, k_off, k_stride multiples of 4 (128-bit loads).
+//
+// gemm_tc.comp's scheme with a = the tile's queries and W = its keys, k =
+// head_dim: a tile of BM queries × BN keys of one head per workgroup of
+// SG_M·SG_N subgroups of 32 lanes, each owning TM × TN accumulators; head_dim
+// in steps of 32 through two shared stages (the next step's q and k already
+// in registers while the tensor cores work on this one; one barrier a step),
+// shared rows of 32 halves and one 128-bit word of padding. The scores leave
+// through the same shared memory, TN accumulators side by side per subgroup,
+// so a subgroup writes rows of 16·TN consecutive scores; queries and keys
+// past t are read as 0 and not written.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = 256) in; // 32 · SG_M · SG_N
+layout(constant_id = 0) const uint RELATIVE = 0; // attention_scores.comp's; 0 only here
+layout(constant_id = 1) const uint BATCH = 0;
+
+layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
+layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
+layout(std430, binding = 4) writeonly buffer S { float s[]; };
+layout(std430, binding = 5) readonly buffer Lens { uint lens[]; };
+
+layout(push_constant) uniform Push {
+  uint t, head_dim;
+  float scale;
+  uint q_off, q_stride, k_off, k_stride;
+  uint qv_off, qv_stride, pos_off, pos_stride; // RELATIVE only: unused
+  uint chunk, left_chunks;
+  uint heads; // BATCH = 1
+} p;
+
+bool kept(uint i, uint j) {
+  if (p.chunk == 0) return true;
+  uint ci = i / p.chunk, cj = j / p.chunk;
+  return cj <= ci && ci - cj <= p.left_chunks;
+}
+
+const uint SG_M = 2, SG_N = 4, TM = 4, TN = 2, THREADS = 256;
+const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32; // 128 queries × 128 keys
+const uint ROW = BK / 8 + 1;        // 128-bit words per shared row (one of padding)
+const uint STAGE = (BM + BN) * ROW; // the queries' rows, then the keys'
+const uint QL = BM * (BK / 8) / THREADS, KL = BN * (BK / 8) / THREADS; // chunks of 8 per invocation
+shared uvec4 sm[2 * STAGE];
+
+vec4 rq[2 * QL], rk[2 * KL]; // the next step's q and k (f32: rounded when staged)
+
+// Global → registers: head_dim columns d0 .. d0 + 31 of query rows i0 .. and
+// key rows j0 .. of clip rows rb ... Chunk e is row e / 4, columns d0 + 8·(e % 4)
+// (all 8 inside head_dim or all outside: head_dim is a multiple of 16).
+void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint x = 0; x < QL; x++) {
+    uint e = tid + x * THREADS, i = i0 + e / 4, d = d0 + 8 * (e % 4);
+    bool in_q = i < p.t && d < p.head_dim;
+    uint at = in_q ? (p.q_off + (rb + i) * p.q_stride + col + d) / 4 : 0;
+    rq[2 * x] = in_q ? q4[at] : vec4(0.0);
+    rq[2 * x + 1] = in_q ? q4[at + 1] : vec4(0.0);
+  }
+  [[unroll]] for (uint x = 0; x < KL; x++) {
+    uint e = tid + x * THREADS, j = j0 + e / 4, d = d0 + 8 * (e % 4);
+    bool in_k = j < p.t && d < p.head_dim;
+    uint at = in_k ? (p.k_off + (rb + j) * p.k_stride + col + d) / 4 : 0;
+    rk[2 * x] = in_k ? k4[at] : vec4(0.0);
+    rk[2 * x + 1] = in_k ? k4[at + 1] : vec4(0.0);
+  }
+}
+
+uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
+uvec4 pack8(vec4 x, vec4 y) { return uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw)); }
+
+// Registers → shared stage st.
+void stage(uint st) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint x = 0; x < QL; x++) {
+    uint e = tid + x * THREADS;
+    sm[st * STAGE + (e / 4) * ROW + e % 4] = pack8(rq[2 * x], rq[2 * x + 1]);
+  }
+  [[unroll]] for (uint x = 0; x < KL; x++) {
+    uint e = tid + x * THREADS;
+    sm[st * STAGE + (BM + e / 4) * ROW + e % 4] = pack8(rk[2 * x], rk[2 * x + 1]);
+  }
+}
+
+void main() {
+  uint tid = gl_LocalInvocationID.x, sg = tid / 32, lane = tid % 32;
+  uint i0 = gl_WorkGroupID.y * BM, j0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+  uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
+  uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
+  uint wr = (sg / SG_N) * TM * 16, wc = (sg % SG_N) * TN * 16;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN];
+  [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+
+  fetch(i0, j0, rb, col, 0);
+  stage(0);
+  barrier();
+  uint st = 0;
+  for (uint d0 = 0; d0 < p.head_dim; d0 += BK) {
+    bool more = d0 + BK < p.head_dim;
+    if (more) fetch(i0, j0, rb, col, d0 + BK);
+    [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
+      [[unroll]] for (uint a = 0; a < TM; a++)
+        coopMatLoadNV(fq[a], sm, st * STAGE + (wr + 16 * a) * ROW + kk, ROW, false);
+      [[unroll]] for (uint b = 0; b < TN; b++)
+        coopMatLoadNV(fk[b], sm, st * STAGE + (BM + wc + 16 * b) * ROW + kk, ROW, true);
+      [[unroll]] for (uint a = 0; a < TM; a++)
+        [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
+    }
+    if (more) stage(st ^ 1);
+    barrier();
+    st ^= 1;
+  }
+
+  // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
+  uint base = sg * 64 * TN;
+  [[unroll]] for (uint a = 0; a < TM; a++) {
+    [[unroll]] for (uint b = 0; b < TN; b++) coopMatStoreNV(acc[a * TN + b], sm, base + 4 * b, 4 * TN, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint x = 0; x < 8 * TN; x++) {
+      uint e = lane + 32 * x;
+      uint i = i0 + wr + 16 * a + e / (16 * TN), j = j0 + wc + e % (16 * TN);
+      if (i >= p.t || j >= p.t) continue;
+      float v = uintBitsToFloat(sm[base + e / 4][e % 4]);
+      s[(z * p.t + i) * p.t + j] = kept(i, j) && j < len ? p.scale * v : -1e30;
+    }
+    subgroupBarrier(); // the next row of accumulators reuses the area
+  }
+}

@@ -1,0 +1,136 @@
+#version 450
+// attention_values (fast, tensor cores through NV cooperative matrices): the
+// contract of attention_values.comp — o_i = Σ_j p[z][i][j] · v_j per head,
+// the batch (BATCH = 1, lens at binding 3) as there; the same bindings, push
+// constants and output. z is the head, or clip·heads + head with BATCH.
+//
+// p, v  f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
+//       shared memory: one f16 product per term, f32 sums (16×16×16), so an
+//       output is about 1e-3 of Σ|p_j·v_j| off the f32 one.
+// HD    (spec constant 1) = head_dim, a multiple of 16 up to 128: a workgroup
+//       owns all of a head's columns, so p is read once.
+// Needs (attention.c checks): v_off and v_stride multiples of 4 (128-bit
+//       loads). p is read 128 bits at a time where t is a multiple of 4, else
+//       one float at a time.
+// Keys: 0 .. len − 1 (len = lens[clip] with BATCH, else t); v rows past len
+//       read as 0 (a padded clip's rows are never touched), and p's weights
+//       past len are exact zeros (the scores there were −1e30).
+//
+// gemm_tc.comp's scheme with a = p's rows and W = v (k = keys, row-major):
+// a tile of BM = 64 queries × HD columns per workgroup of 4 subgroups of 32
+// lanes, each owning 16 queries × HD columns (HD/16 accumulators); keys in
+// steps of 32 through two shared stages (the next step's p and v already in
+// registers while the tensor cores work on this one; one barrier a step).
+// Shared rows: p's of 32 halves, v's of HD halves, each with one 128-bit
+// word of padding. The outputs leave through the same shared memory, a
+// subgroup's HD/16 accumulators side by side: it writes rows of HD floats.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = 128) in; // 4 subgroups of 32
+layout(constant_id = 0) const uint BATCH = 0;
+layout(constant_id = 1) const uint HD = 64;
+
+layout(std430, binding = 0) readonly buffer P { float pw[]; };
+layout(std430, binding = 0) readonly buffer P4 { vec4 pw4[]; }; // the same buffer, 128 bits at a time
+layout(std430, binding = 1) readonly buffer V { vec4 v4[]; };
+layout(std430, binding = 2) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) readonly buffer Lens { uint lens[]; };
+
+layout(push_constant) uniform Push {
+  uint t, head_dim;
+  uint v_off, v_stride, o_off, o_stride;
+  uint heads; // BATCH = 1
+} p;
+
+const uint THREADS = 128, BM = 64, BK = 32, ND = HD / 16;
+const uint PROW = BK / 8 + 1, VROW = HD / 8 + 1; // 128-bit words per shared row
+const uint STAGE = BM * PROW + BK * VROW;        // p's rows, then v's
+const uint PL = BM * (BK / 8) / THREADS;         // p chunks of 8 per invocation
+const uint VC = BK * (HD / 8), VL = (VC + THREADS - 1) / THREADS; // v chunks of 8
+const uint OUT = 4 * 64 * ND;                    // 4 subgroups' 16 × HD floats, in words
+shared uvec4 sm[2 * STAGE > OUT ? 2 * STAGE : OUT];
+
+vec4 rp[2 * PL], rv[2 * VL]; // the next step's p and v (f32: rounded when staged)
+
+// Global → registers: keys j0 .. j0 + 31. p chunk e is query row i0 + e / 4,
+// keys j0 + 8·(e % 4) ..; v chunk e is key row j0 + e / (HD/8), columns
+// 8·(e % (HD/8)) ...
+void fetch(uint i0, uint j0, uint z, uint rb, uint col, uint len) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint x = 0; x < PL; x++) {
+    uint e = tid + x * THREADS, i = i0 + e / 4, j = j0 + 8 * (e % 4);
+    uint at = i < p.t ? (z * p.t + i) * p.t + j : 0;
+    if ((p.t & 3u) == 0u) { // j and t multiples of 4: each vec4 is all in the row or all out
+      rp[2 * x] = i < p.t && j < len ? pw4[at / 4] : vec4(0.0);
+      rp[2 * x + 1] = i < p.t && j + 4 < len ? pw4[at / 4 + 1] : vec4(0.0);
+    } else {
+      [[unroll]] for (uint y = 0; y < 8; y++)
+        rp[2 * x + y / 4][y % 4] = i < p.t && j + y < len ? pw[at + y] : 0.0;
+    }
+  }
+  [[unroll]] for (uint x = 0; x < VL; x++) {
+    uint e = tid + x * THREADS, j = j0 + e / (HD / 8), c = 8 * (e % (HD / 8));
+    bool in_v = e < VC && j < len;
+    uint at = in_v ? (p.v_off + (rb + j) * p.v_stride + col + c) / 4 : 0;
+    rv[2 * x] = in_v ? v4[at] : vec4(0.0);
+    rv[2 * x + 1] = in_v ? v4[at + 1] : vec4(0.0);
+  }
+}
+
+uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
+uvec4 pack8(vec4 x, vec4 y) { return uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw)); }
+
+// Registers → shared stage st.
+void stage(uint st) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint x = 0; x < PL; x++) {
+    uint e = tid + x * THREADS;
+    sm[st * STAGE + (e / 4) * PROW + e % 4] = pack8(rp[2 * x], rp[2 * x + 1]);
+  }
+  [[unroll]] for (uint x = 0; x < VL; x++) {
+    uint e = tid + x * THREADS;
+    if (e < VC) sm[st * STAGE + BM * PROW + (e / (HD / 8)) * VROW + e % (HD / 8)] = pack8(rv[2 * x], rv[2 * x + 1]);
+  }
+}
+
+void main() {
+  uint tid = gl_LocalInvocationID.x, sg = tid / 32, lane = tid % 32;
+  uint i0 = gl_WorkGroupID.y * BM, z = gl_WorkGroupID.z;
+  uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
+  uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[ND];
+  [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+
+  fetch(i0, 0, z, rb, col, len);
+  stage(0);
+  barrier();
+  uint st = 0;
+  for (uint j0 = 0; j0 < len; j0 += BK) {
+    bool more = j0 + BK < len;
+    if (more) fetch(i0, j0 + BK, z, rb, col, len);
+    [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // keys 8·kk .. 8·kk + 15 of the step
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp, fv[ND];
+      coopMatLoadNV(fp, sm, st * STAGE + 16 * sg * PROW + kk, PROW, false);
+      [[unroll]] for (uint n = 0; n < ND; n++)
+        coopMatLoadNV(fv[n], sm, st * STAGE + BM * PROW + 8 * kk * VROW + 2 * n, VROW, false);
+      [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(fp, fv[n], acc[n]);
+    }
+    if (more) stage(st ^ 1);
+    barrier();
+    st ^= 1;
+  }
+
+  // Out through shared memory: per subgroup 16 rows × HD floats (4·HD words).
+  uint base = sg * 64 * ND;
+  [[unroll]] for (uint n = 0; n < ND; n++) coopMatStoreNV(acc[n], sm, base + 4 * n, 4 * ND, false);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  [[unroll]] for (uint x = 0; x < 8 * ND; x++) {
+    uint e = lane + 32 * x, i = i0 + 16 * sg + e / HD, c = e % HD;
+    if (i < p.t) o[p.o_off + (rb + i) * p.o_stride + col + c] = uintBitsToFloat(sm[base + e / 4][e % 4]);
+  }
+}
