@@ -25,6 +25,9 @@ static size_t test_chunk, test_left;
 /* The tolerance of the path under test. */
 #define TC_TOL 4e-3f
 static float test_tol = KERNEL_TOL;
+/* The path under test takes plain attention at head sizes of 16·n up to 128
+ * (the two products on the tensor cores): checked on each such call. */
+static bool test_mm;
 
 /* Whether key j counts for query i under the chunked mask. */
 static bool chunk_kept(size_t i, size_t j) {
@@ -127,6 +130,9 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
   } else {
     gpu_attention(rec, &a);
   }
+  bool mm = test_mm && layout != RELATIVE && hd % 16 == 0;
+  CHECK(!mm || gpu_attention_path(test_device(), &a, false) == GPU_ATTN_MM,
+        "t=%zu, %zu heads of %zu: not on the tensor cores", t, heads, hd);
   float *got = test_run_read(rec, ob, on);
   static const char *maskings[] = {"", " mask 30%", " all masked"};
   char what[160];
@@ -178,6 +184,9 @@ static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t h
   } else {
     gpu_attention(rec, &a);
   }
+  CHECK(!test_mm || layout == RELATIVE || hd % 16 ||
+            gpu_attention_path(test_device(), &a, false) == GPU_ATTN_MM,
+        "batch of %zu × %zu, %zu heads of %zu: not on the tensor cores", n, t, heads, hd);
   float *got = test_run_read(rec, ob, on), *want = test_floats(on);
   memcpy(want, got, on * sizeof *want);
   int finite = 1;
@@ -306,25 +315,29 @@ static void attentions(void) {
 
 int main(void) {
   /* The portable path, then flash attention, then flash attention on the
-   * tensor cores, each where its probe passed and alone (the other off).
-   * flash_tc rounds its inputs and probabilities to f16: its own tolerance,
-   * and room for its f16 copies in the scores scratch (it takes the portable
+   * tensor cores, then scores and values on the tensor cores, each where its
+   * probe passed and alone (the others off). The tensor-core paths round
+   * their inputs (and probabilities) to f16: their own tolerance, and room
+   * for flash_tc's f16 copies in the scores scratch (it takes the portable
    * path otherwise). */
   gpu_device *d = test_device();
-  bool passed[2] = {d->fast[GPU_FAST_ATTENTION], d->fast[GPU_FAST_ATTENTION_TC]};
-  static const char *paths[] = {"portable", "flash", "flash on the tensor cores"};
-  for (int path = 0; path < 3; path++) {
+  static const gpu_fast_kernel kinds[] = {GPU_FAST_ATTENTION, GPU_FAST_ATTENTION_TC,
+                                          GPU_FAST_ATTENTION_MM};
+  bool passed[3];
+  for (int i = 0; i < 3; i++) passed[i] = d->fast[kinds[i]];
+  static const char *paths[] = {"portable", "flash", "flash on the tensor cores",
+                                "scores and values on the tensor cores"};
+  for (int path = 0; path < 4; path++) {
     if (path && !passed[path - 1]) continue;
     gpu_set_fast(d, path > 0);
-    d->fast[GPU_FAST_ATTENTION] = path == 1;
-    d->fast[GPU_FAST_ATTENTION_TC] = path == 2;
-    test_tol = path == 2 ? TC_TOL : KERNEL_TOL;
+    for (int i = 0; i < 3; i++) d->fast[kinds[i]] = path == i + 1;
+    test_tol = path >= 2 ? TC_TOL : KERNEL_TOL;
+    test_mm = path == 3;
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : 8 * 300 * 300),
           "scratch on the %s path", paths[path]);
     attentions();
   }
-  d->fast[GPU_FAST_ATTENTION] = passed[0];
-  d->fast[GPU_FAST_ATTENTION_TC] = passed[1];
+  for (int i = 0; i < 3; i++) d->fast[kinds[i]] = passed[i];
   return check_done();
 }
