@@ -1,12 +1,18 @@
 /* Attention side by side in one run: the portable path (scores, softmax,
  * values: three dispatches and a heads·t² buffer) against flash attention on
- * the tensor cores (flash_tc.comp, where its probe passed), at the encoders'
- * shapes: Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and
- * 60 s and a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads
- * of 64, t = 1500). Each call is recorded `reps` times into one submission,
- * the best of 3 submissions counts; the largest difference between the two
- * outputs is printed relative to the largest portable output. On the CPU
- * machine (lavapipe, no tensor cores) it says so and stops.
+ * the tensor cores (flash_tc.comp) and the portable path's scores and values
+ * on the tensor cores (mm: attention_scores_tc, attention_values_tc; plain
+ * attention only), each where its probe passed, at the encoders' shapes:
+ * Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and 60 s and
+ * a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads of 64,
+ * t = 1500), the device-open timing's shape (t = 1000, 8 heads of 64) and
+ * plain attention at Parakeet's head size (t = 138, 750, 1500, a batch of
+ * 64 × 138). A path that does not take a shape says n/a. Each call is
+ * recorded `reps` times into one submission, the best of 3 submissions
+ * counts; each fast path's largest difference from the portable output is
+ * printed with the largest portable output. All paths use the softmax the
+ * device chose. On the CPU machine (lavapipe, no tensor cores) it says so
+ * and stops.
  * With a second argument "x", flash_tc's parts are also timed apart (its
  * SKIP experiments: each leaves a part out) at each unbatched shape.
  * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x]]. */
@@ -81,6 +87,26 @@ static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) 
   fflush(stdout);
 }
 
+/* The paths side by side: the portable kernels, then each fast one where
+ * it passed its probe (alone; the softmax the device chose for all). */
+static const struct {
+  const char *name;
+  int kind; /* gpu_fast_kernel, or -1: the portable path */
+  gpu_attn_path path;
+} paths[] = {{"portable", -1, GPU_ATTN_PORTABLE},
+             {"flash_tc", GPU_FAST_ATTENTION_TC, GPU_ATTN_FLASH_TC},
+             {"mm", GPU_FAST_ATTENTION_MM, GPU_ATTN_MM}};
+enum { PATHS = sizeof paths / sizeof paths[0] };
+static bool passed[GPU_FAST_KINDS];
+
+static void use_path(gpu_device *d, int kind) {
+  gpu_set_fast(d, true);
+  d->fast[GPU_FAST_SOFTMAX] = gpu_fast_chosen(d, GPU_FAST_SOFTMAX);
+  d->fast[GPU_FAST_ATTENTION] = false;
+  d->fast[GPU_FAST_ATTENTION_TC] = kind == GPU_FAST_ATTENTION_TC;
+  d->fast[GPU_FAST_ATTENTION_MM] = kind == GPU_FAST_ATTENTION_MM;
+}
+
 static void run(gpu_device *d, const shape *s, int reps) {
   uint32_t n = s->batch ? s->batch : 1, D = s->heads * s->hd, rows = n * s->t;
   gpu_buffer *x = random_buffer(d, (size_t)rows * 4 * D), *pos = random_buffer(d, (size_t)(2 * s->t - 1) * D);
@@ -100,27 +126,40 @@ static void run(gpu_device *d, const shape *s, int reps) {
                 .batch = n > 1 ? n : 0, .lens = lens};
   if (s->relative) a.qv = (gpu_attn_slice){x, 3 * D, 4 * D}, a.pos = (gpu_attn_slice){pos, 0, D};
   size_t on = (size_t)rows * D;
-  float *out[2] = {malloc(on * sizeof(float)), malloc(on * sizeof(float))};
-  double sec[2];
-  for (int tc = 0; tc < 2; tc++) {
-    gpu_set_fast(d, tc);
-    d->fast[GPU_FAST_ATTENTION] = false;
-    d->fast[GPU_FAST_ATTENTION_TC] = tc;
-    sec[tc] = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
-    if (!out[tc] || gpu_download(o, 0, out[tc], on * sizeof(float))) exit(1);
+  float *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
+  if (!want || !got) exit(1);
+  printf("%-36s", s->name);
+  double base = 0;
+  for (int i = 0; i < PATHS; i++) {
+    if (i && !passed[paths[i].kind]) continue;
+    use_path(d, paths[i].kind);
+    if (gpu_attention_path(d, &a, s->relative) != paths[i].path) { /* e.g. mm: plain only */
+      printf("  %s n/a", paths[i].name);
+      continue;
+    }
+    double us = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
+    if (gpu_download(o, 0, i ? got : want, on * sizeof(float))) exit(1);
+    if (!i) {
+      base = us;
+      printf("  portable %8.1f µs", us);
+      continue;
+    }
+    double big = 0, diff = 0;
+    for (size_t e = 0; e < on; e++) {
+      big = fmax(big, fabs(want[e]));
+      diff = fmax(diff, fabs(want[e] - got[e]));
+    }
+    printf("  %s %8.1f µs %5.2fx (max |diff| %.1e of %.2f)", paths[i].name, us, base / us, diff, big);
   }
-  double big = 0, diff = 0;
-  for (size_t i = 0; i < on; i++) {
-    big = fmax(big, fabs(out[0][i]));
-    diff = fmax(diff, fabs(out[0][i] - out[1][i]));
-  }
-  printf("%-34s portable %9.1f µs  flash_tc %9.1f µs  %6.2fx  max |diff| %.2e of %.2f\n", s->name,
-         sec[0], sec[1], sec[0] / sec[1], diff, big);
+  printf("\n");
   fflush(stdout);
-  if (experiments && !s->batch) variants(&a, d, s->relative, reps);
+  if (experiments && !s->batch && passed[GPU_FAST_ATTENTION_TC]) {
+    use_path(d, GPU_FAST_ATTENTION_TC);
+    variants(&a, d, s->relative, reps);
+  }
   gpu_buffer_free(x), gpu_buffer_free(pos), gpu_buffer_free(o), gpu_buffer_free(scores);
   gpu_buffer_free(lens);
-  free(out[0]), free(out[1]);
+  free(want), free(got);
 }
 
 int main(int argc, char **argv) {
@@ -129,16 +168,22 @@ int main(int argc, char **argv) {
   gpu_device *d;
   if (reps < 1 || gpu_open(NULL, &d)) return 1;
   printf("%s, %d calls per submission\n", gpu_device_info(d)->name, reps);
-  if (!gpu_fast_passed(d, GPU_FAST_ATTENTION_TC)) {
-    printf("flash_tc did not pass its probe here (no cooperative matrices?)\n");
+  for (int k = 0; k < GPU_FAST_KINDS; k++) passed[k] = gpu_fast_passed(d, (gpu_fast_kernel)k);
+  if (!passed[GPU_FAST_ATTENTION_TC] && !passed[GPU_FAST_ATTENTION_MM]) {
+    printf("neither flash_tc nor mm passed its probe here (no cooperative matrices?)\n");
     gpu_close(d);
     return 0;
   }
+  printf("softmax: %s\n", gpu_fast_chosen(d, GPU_FAST_SOFTMAX) ? "subgroups" : "portable");
   const shape shapes[] = {
       {"Parakeet 11 s: rel, t 138, 8×128", 138, 8, 128, 0, true},
       {"Parakeet 60 s: rel, t 750, 8×128", 750, 8, 128, 0, true},
       {"Parakeet 64 × 11 s: rel, batched", 138, 8, 128, 64, true},
       {"Whisper turbo: t 1500, 20×64", 1500, 20, 64, 0, false},
+      {"probe's timing: t 1000, 8×64", 1000, 8, 64, 0, false},
+      {"plain t 138, 8×128", 138, 8, 128, 0, false},
+      {"plain t 750, 8×128", 750, 8, 128, 0, false},
+      {"plain 64 × t 138, 8×128, batched", 138, 8, 128, 64, false},
       {"plain t 1500, 8×128", 1500, 8, 128, 0, false},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run(d, &shapes[i], reps);
