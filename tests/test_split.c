@@ -139,6 +139,41 @@ static void test_splitter(void) {
   CHECK(split_init(&s, NAN, source_read, NULL) == STENO_ERR_INVALID, "a NaN piece is refused");
 }
 
+/* The gate's voicing measure, one lag at a time (as it was written first). */
+static double plain_periodicity(const float *x) {
+  double e0 = 0, el = 0, best = 0;
+  for (int i = 0; i < 480; i++) e0 += (double)x[i] * x[i];
+  for (int i = 32; i < 32 + 480; i++) el += (double)x[i] * x[i];
+  for (int lag = 32; lag <= 320; lag++) {
+    double c = 0;
+    for (int i = 0; i < 480; i++) c += (double)x[i] * x[i + lag];
+    if (e0 > 0 && el > 0 && c / sqrt(e0 * el) > best) best = c / sqrt(e0 * el);
+    el += (double)x[lag + 480] * x[lag + 480] - (double)x[lag] * x[lag];
+  }
+  return best;
+}
+
+/* split_periodicity (lags in blocks) gives the plain loop's bits: on noise,
+ * tones at pitches over the whole lag range, silence and speech. */
+static void test_periodicity(void) {
+  size_t ns;
+  float *speech = test_speech(&ns), x[801];
+  int same = 0, cases = 0;
+  for (int c = 0; c < 301; c++, cases++) {
+    int kind = c == 300 ? 1 : c % 4;
+    double hz = c == 300 ? 50 : 40 + 3 * c; /* 50 Hz: the best lag is the last, 320 */
+    for (int i = 0; i < 801; i++)
+      x[i] = kind == 0   ? noise()
+             : kind == 1 ? 0.5f * (float)sin(2 * M_PI * hz * i / 16000) + 0.01f * noise()
+             : kind == 2 ? 0.0f
+                         : speech[((size_t)c * 997 + (size_t)i) % ns];
+    double got = split_periodicity(x), want = plain_periodicity(x);
+    same += memcmp(&got, &want, sizeof got) == 0;
+  }
+  CHECK(same == cases, "periodicity: %d of %d cases bitwise equal to the plain loop", same, cases);
+  free(speech);
+}
+
 static bool quiet(const float *x, size_t n) {
   float *band = malloc(n * sizeof *band);
   double *scratch = malloc((n / 160 + 1) * sizeof *scratch);
@@ -296,6 +331,7 @@ int main(void) {
   test_cut();
   test_splitter();
   test_gate();
+  test_periodicity();
   test_gate_room();
   test_gate_recording();
   test_append();

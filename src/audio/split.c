@@ -102,17 +102,39 @@ static double noise_floor(const double *e, size_t nf) {
   return pow(10, (bin / 4.0 - 100) / 10);
 }
 
-/* How periodic x[0, PITCH_WINDOW) is: the best normalized correlation with
- * itself LAG_MIN..LAG_MAX samples later (x must extend that far). Voiced
- * speech reaches 0.9, noise and breath stay near 0.3. */
-static double periodicity(const float *x) {
-  double e0 = 0, el = 0, best = 0;
+enum { LAGS = LAG_MAX - LAG_MIN + 1, LAG_BLOCK = 8 };
+
+/* c[l] = Σ_i x[i]·x[i + LAG_MIN + l] over the window, for every lag. The
+ * lags go LAG_BLOCK at a time, each x[i] read once per block: the compiler
+ * keeps the block's sums in vector registers. Each sum still adds its
+ * products in order of i (and a product of two floats is exact in double),
+ * so every c[l] has the bits of the plain loop, one lag at a time. */
+static void correlations(const float *x, double *c) {
+  int l = 0;
+  for (; l + LAG_BLOCK <= LAGS; l += LAG_BLOCK) {
+    double s[LAG_BLOCK] = {0};
+    const float *y = x + LAG_MIN + l;
+    for (int i = 0; i < PITCH_WINDOW; i++) {
+      double xi = x[i];
+      for (int b = 0; b < LAG_BLOCK; b++) s[b] += xi * y[i + b];
+    }
+    memcpy(c + l, s, sizeof s);
+  }
+  for (; l < LAGS; l++) {
+    double s = 0;
+    for (int i = 0; i < PITCH_WINDOW; i++) s += (double)x[i] * x[i + LAG_MIN + l];
+    c[l] = s;
+  }
+}
+
+double split_periodicity(const float *x) {
+  double c[LAGS], e0 = 0, el = 0, best = 0;
+  correlations(x, c);
   for (int i = 0; i < PITCH_WINDOW; i++) e0 += (double)x[i] * x[i];
   for (int i = LAG_MIN; i < LAG_MIN + PITCH_WINDOW; i++) el += (double)x[i] * x[i];
   for (int lag = LAG_MIN; lag <= LAG_MAX; lag++) {
-    double c = 0;
-    for (int i = 0; i < PITCH_WINDOW; i++) c += (double)x[i] * x[i + lag];
-    if (e0 > 0 && el > 0 && c / sqrt(e0 * el) > best) best = c / sqrt(e0 * el);
+    double r = c[lag - LAG_MIN];
+    if (e0 > 0 && el > 0 && r / sqrt(e0 * el) > best) best = r / sqrt(e0 * el);
     el += (double)x[lag + PITCH_WINDOW] * x[lag + PITCH_WINDOW] - (double)x[lag] * x[lag];
   }
   return best;
@@ -135,7 +157,7 @@ bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
   double floor = noise_floor(e, nf), above = 10 * (floor > 1e-8 ? floor : 1e-8); /* 10 dB, ≥ −70 dBFS */
   int voiced = 0;
   for (size_t f = 0; f < nf && (f * SPLIT_FRAME + PITCH_WINDOW + LAG_MAX + 1 <= n); f++)
-    if (e[f] >= above && periodicity(band + f * SPLIT_FRAME) >= 0.6 && ++voiced >= VOICED_MIN) return false;
+    if (e[f] >= above && split_periodicity(band + f * SPLIT_FRAME) >= 0.6 && ++voiced >= VOICED_MIN) return false;
   return true;
 }
 

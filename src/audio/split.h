@@ -71,4 +71,9 @@ size_t split_cut(const float *pcm, size_t lo, size_t hi, double *scratch);
  * band holds n floats, scratch n / SPLIT_FRAME + 1 doubles. */
 bool split_quiet(const float *pcm, size_t n, float *band, double *scratch);
 
+/* The gate's voicing measure: the best normalized correlation of x[0, 480)
+ * with itself 32..320 samples (2–20 ms) later; x must hold 801 samples.
+ * Voiced speech reaches 0.9, noise and breath stay near 0.3. */
+double split_periodicity(const float *x);
+
 #endif
