@@ -13,7 +13,9 @@
 #include <strings.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/mem.h"
+#include "base/timer.h"
 
 enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT, ST_WORDS };
 /* rnnt_search.comp's state words per clip. */
@@ -362,18 +364,35 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transduce
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
   if (!zeros) return STENO_ERR_NOMEM;
   memset(zeros, 0, hc);
+  /* Where a search's host time goes (STENO_LOG=debug): the GPU's share is
+   * small next to the round trips on a discrete GPU. */
+  double t0 = time_now(), t_rec = 0, t_run = 0, t_state = 0;
+  int chunks = 0, recorded = 0;
   int rc = gpu_upload(s->state, 0, st, sizeof st);
   if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
   if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
   free(zeros);
+  double t1 = time_now();
   for (int chunk = CHUNK_FIRST, first = 1; !rc && !st[ST_DONE]; first = 0) {
+    double a = time_now();
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
     if (first) record_predict(s);
     record_steps(s, enc, clip, stride, chunk);
-    if ((rc = gpu_rec_run(s->rec)) || (rc = gpu_download(s->state, 0, st, sizeof st))) break;
+    double b = time_now();
+    if ((rc = gpu_rec_run(s->rec))) break;
+    double c = time_now();
+    if ((rc = gpu_download(s->state, 0, st, sizeof st))) break;
+    t_rec += b - a, t_run += c - b, t_state += time_now() - c;
+    chunks++, recorded += chunk;
     if (chunk < CHUNK_LAST) chunk *= 2;
   }
-  return rc ? rc : take_tokens(s, 0, st[ST_OUT] < room ? st[ST_OUT] : room, out);
+  double t2 = time_now();
+  if (!rc) rc = take_tokens(s, 0, st[ST_OUT] < room ? st[ST_OUT] : room, out);
+  log_debug("transducer search: %u frames, %u steps (%u tokens) in %d chunks of %d recorded; "
+            "uploads %.2f ms, recording %.2f, runs %.2f, state downloads %.2f, tokens %.2f ms",
+            clip.t, room - 1 - st[ST_LEFT], st[ST_OUT], chunks, recorded, (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3,
+            t_state * 1e3, (time_now() - t2) * 1e3);
+  return rc;
 }
 
 /* Per clip state and scratch for n clips (persistent), grown as needed. */
