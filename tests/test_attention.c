@@ -217,6 +217,8 @@ static void batches(void) {
   batch(RELATIVE, 40, lens, 7, 8, 40);
   batch(RELATIVE, 100, (const uint32_t[]){100, 65, 3}, 3, 8, 128); /* 0.6B's 8 heads of 128 */
   batch(PACKED, 40, lens, 5, 2, 64);
+  /* Three key tiles of 128 (t not a multiple of 4), clips ending inside each. */
+  batch(PACKED, 258, (const uint32_t[]){258, 129, 1}, 3, 2, 64);
   /* Bad batches: no lengths, too few, a key mask as well. */
   gpu_buffer *big = test_random_buffer(1 << 16, 73), *small = test_random_buffer(2, 74);
   gpu_attn a = {.q = {big, 0, 64}, .k = {big, 0, 64}, .v = {big, 0, 64}, .o = {big, 0, 64},
@@ -237,7 +239,7 @@ static void bad_calls(void) {
   const uint32_t t = 8, heads = 2, hd = 8, d = heads * hd;
   gpu_buffer *x = test_random_buffer(t * 3 * d, 1), *o = test_random_buffer(t * d, 2);
   gpu_buffer *s = test_random_buffer(gpu_attention_scratch(t, heads), 3);
-  gpu_buffer *small = test_random_buffer(gpu_attention_scratch(t, heads) - 1, 4);
+  gpu_buffer *small = test_random_buffer(heads * t * t - 1, 4); /* one score short */
   gpu_attn good = {.q = {x, 0, 3 * d}, .k = {x, d, 3 * d}, .v = {x, 2 * d, 3 * d},
                    .o = {o, 0, d}, .scores = s, .t = t, .heads = heads, .head_dim = hd};
   for (int i = 0; i < 8; i++) {
@@ -308,9 +310,23 @@ static void attentions(void) {
     one(RELATIVE, c == 2 ? 37 : 100, 2, 64, NO_MASK, 0);
     one(PACKED, 100, 2, 64, c == 1 ? MASK_TAIL : NO_MASK, 0);
   }
+  /* The tensor-core path only: rows whose every key is excluded (the key
+   * mask over their whole chunk: rows 28.. of 37, 212.. of 300) get 0, as
+   * the reference; the portable softmax spreads such a row over the
+   * chunk-excluded keys' −1e30 scores instead. */
+  test_chunk = 4, test_left = 0;
+  if (test_mm) one(PACKED, 37, 2, 64, MASK_TAIL, 0), one(PACKED, 300, 3, 48, MASK_TAIL, 0);
   test_chunk = test_left = 0;
+  one(PACKED, 300, 2, 64, MASK_ALL, 0); /* three key tiles of 128, no key kept */
   batches();
   bad_calls();
+}
+
+/* The scratch: the scores, then (max, sum) per row and key tile of 128. */
+static void scratch_sizes(void) {
+  CHECK(gpu_attention_scratch(300, 8) == 8 * 300 * 300 + 8 * 300 * 3 * 2, "scratch at t = 300");
+  CHECK(gpu_attention_scratch(128, 2) == 2 * 128 * 128 + 2 * 128 * 1 * 2, "scratch at t = 128");
+  CHECK(gpu_attention_scratch(129, 1) == 129 * 129 + 129 * 2 * 2, "scratch at t = 129");
 }
 
 int main(void) {
@@ -321,6 +337,7 @@ int main(void) {
    * for flash_tc's f16 copies in the scores scratch (it takes the portable
    * path otherwise). */
   gpu_device *d = test_device();
+  scratch_sizes();
   static const gpu_fast_kernel kinds[] = {GPU_FAST_ATTENTION, GPU_FAST_ATTENTION_TC,
                                           GPU_FAST_ATTENTION_MM};
   bool passed[3];
@@ -334,7 +351,7 @@ int main(void) {
     test_tol = path >= 2 ? TC_TOL : KERNEL_TOL;
     test_mm = path == 3;
     printf("attention: %s\n", paths[path]);
-    CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : 8 * 300 * 300),
+    CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : gpu_attention_scratch(300, 8)),
           "scratch on the %s path", paths[path]);
     attentions();
   }

@@ -14,7 +14,21 @@
 
 static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
 
-size_t gpu_attention_scratch(uint32_t t, uint32_t heads) { return (size_t)heads * t * t; }
+/* Queries × keys per workgroup of attention_scores_tc: a row's partials
+ * (max, sum) come one pair per MM_TILE keys. */
+#define MM_TILE 128u
+
+/* Floats of row partials after the scores on the tensor-core path. */
+static uint64_t mm_partials(uint32_t t, uint64_t rows) {
+  return rows * ((t + MM_TILE - 1) / MM_TILE) * 2;
+}
+
+/* The partials too, on every device: Whisper and Moonshine size their
+ * scratch by this (no device at hand), and they are 1/64 of the scores or
+ * less from t = 128 on. */
+size_t gpu_attention_scratch(uint32_t t, uint32_t heads) {
+  return (size_t)heads * t * t + (size_t)mm_partials(t, (uint64_t)heads * t);
+}
 
 /* flash.comp's HD for a head size: the head size itself where it is a
  * multiple of 16 up to 128 (0 otherwise: the portable path). Exact, so the
@@ -100,16 +114,23 @@ static void flash_tc(gpu_rec *rec, const gpu_attn *a, bool relative, float scale
                (a->t + 63) / 64, n * a->heads, 1);
 }
 
-/* Queries × keys per workgroup of attention_scores_tc. */
-#define MM_TILE 128u
+/* Floats of scores (from 0) and then partials the tensor-core path writes. */
+static uint64_t mm_scores(const gpu_attn *a) {
+  return (uint64_t)(a->batch > 1 ? a->batch : 1) * a->heads * a->t * a->t;
+}
+static uint64_t mm_words(const gpu_attn *a) {
+  return mm_scores(a) + mm_partials(a->t, mm_scores(a) / (a->t ? a->t : 1));
+}
 
 /* Whether attention_scores_tc and attention_values_tc can take call a:
  * plain attention, head sizes of 16·n up to 128, q, k and v at offsets and
- * strides of whole 128-bit words (their loads). Chunked masks and batches
- * as the portable kernels. */
+ * strides of whole 128-bit words (their loads), the scores and their row
+ * partials within the scratch (and 32-bit offsets). Key and chunked masks
+ * and batches as the portable kernels. */
 static bool mm_fits(const gpu_attn *a, bool relative) {
   uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
-  return !relative && a->head_dim % 16 == 0 && a->head_dim <= 128 && words % 4 == 0;
+  return !relative && a->head_dim % 16 == 0 && a->head_dim <= 128 && words % 4 == 0 &&
+         a->scores && mm_words(a) <= gpu_buffer_size(a->scores) / 4 && mm_words(a) < UINT32_MAX;
 }
 
 /* flash_tc first where it is used, then flash.comp (CPU devices; no
@@ -222,17 +243,14 @@ static void flash(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
 }
 
 /* The three dispatches through the scores buffer: scores, softmax over the
- * kept keys, values; with `mm` the two products on the tensor cores (the
- * same bindings and push constants; the values kernel takes the head size
- * as its second spec constant and a whole head per workgroup). */
-static void three(gpu_rec *rec, const gpu_attn *a, bool relative, bool mm, float scale) {
+ * kept keys, values. */
+static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   uint32_t t = a->t, hd = a->head_dim;
   bool batched = a->batch > 1;
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
   /* Batched: one more spec constant and the lengths at the next binding. */
-  uint32_t spec[3] = {relative, 1, hd}, z = batched ? a->batch * a->heads : a->heads;
-  gpu_kernel *k = gpu_rec_kernel(rec, mm ? "attention_scores_tc" : "attention_scores", spec,
-                                 batched ? 2 : 1);
+  uint32_t spec[2] = {relative, 1}, z = batched ? a->batch * a->heads : a->heads;
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, batched ? 2 : 1);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -242,20 +260,45 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, bool mm, float
           a->k.stride, qv.offset, qv.stride, pos.offset,    pos.stride,  a->chunk,
           a->left_chunks, a->heads};
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores, batched ? a->lens : a->q.buf};
-  uint32_t st = mm ? (t + MM_TILE - 1) / MM_TILE : tiles(t);
-  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, st, st, z);
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, tiles(t), tiles(t), z);
 
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  spec[1] = batched;
-  k = mm ? gpu_rec_kernel(rec, "attention_values_tc", &spec[1], 2)
-         : gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
+  k = gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
-  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, mm ? 1 : tiles(hd), tiles(t), z);
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, tiles(hd), tiles(t), z);
+}
+
+/* The two dispatches on the tensor cores, the softmax folded into them:
+ * attention_scores_tc writes the scores (excluded keys −1e30) and each row's
+ * (max, sum) per key tile after them in the scratch; attention_values_tc
+ * combines a row's pairs and makes the probabilities as it stages them. */
+static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
+  uint32_t t = a->t, hd = a->head_dim, nt = (t + MM_TILE - 1) / MM_TILE;
+  bool batched = a->batch > 1;
+  uint32_t spec[2] = {batched, hd}, z = batched ? a->batch * a->heads : a->heads;
+  uint32_t part_off = (uint32_t)mm_scores(a); /* < 2^32: mm_fits */
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", spec, 1);
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t q_off, q_stride, k_off, k_stride, chunk, left_chunks, heads, masked, part_off;
+  } sp = {t,           hd,       scale,          a->q.offset, a->q.stride,     a->k.offset,
+          a->k.stride, a->chunk, a->left_chunks, a->heads,    a->mask != NULL, part_off};
+  gpu_buffer *lens = batched ? a->lens : a->q.buf, *mask = a->mask ? a->mask : a->q.buf;
+  gpu_buffer *sb[] = {a->q.buf, a->k.buf, mask, a->q.buf, a->scores, lens};
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, nt, nt, z);
+
+  k = gpu_rec_kernel(rec, "attention_values_tc", spec, 2);
+  struct {
+    uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads, part_off, tiles;
+  } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads, part_off, nt};
+  gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, 1, (t + 63) / 64, z);
 }
 
 /* Attention (with relative positions or not) by the path the device's fast
@@ -270,7 +313,8 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
   if (path == GPU_ATTN_FLASH_TC) flash_tc(rec, a, relative, scale, FLASH_TC_KB, 0);
   else if (path == GPU_ATTN_FLASH) flash(rec, a, relative, scale);
-  else three(rec, a, relative, path == GPU_ATTN_MM, scale);
+  else if (path == GPU_ATTN_MM) two(rec, a, scale);
+  else three(rec, a, relative, scale);
 }
 
 void gpu_attention(gpu_rec *rec, const gpu_attn *a) { attend(rec, a, false); }

@@ -43,7 +43,9 @@ typedef struct {
   gpu_buffer *lens;
 } gpu_attn;
 
-/* Floats of scores scratch an attention over t frames needs: heads·t². */
+/* Floats of scores scratch an attention over t frames needs: heads·t², and
+ * after them the tensor-core path's row partials, heads·t·⌈t/128⌉·2 (a
+ * batch of n clips: n times this). */
 size_t gpu_attention_scratch(uint32_t t, uint32_t heads);
 
 /* The same on device d for plain attention (gpu_attention) over heads of
@@ -54,9 +56,9 @@ size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
 
 /* The kernels a call takes (chosen by gpu_attention and gpu_rel_attention
  * from the device's fast kernels and the call's shape): the portable three
- * (scores, softmax, values), flash.comp, flash_tc.comp, or the portable
- * three with scores and values on the tensor cores (attention_scores_tc,
- * attention_values_tc). */
+ * (scores, softmax, values), flash.comp, flash_tc.comp, or scores and values
+ * on the tensor cores with the softmax folded into them (attention_scores_tc,
+ * attention_values_tc; the scratch must hold the row partials as well). */
 typedef enum { GPU_ATTN_PORTABLE, GPU_ATTN_FLASH, GPU_ATTN_FLASH_TC, GPU_ATTN_MM } gpu_attn_path;
 gpu_attn_path gpu_attention_path(const gpu_device *d, const gpu_attn *a, bool relative);
 

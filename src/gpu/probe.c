@@ -199,9 +199,10 @@ static void probe_attention_tc(gpu_rec *rec, probe_bufs *b) {
 }
 
 /* attention_scores_tc and attention_values_tc: plain attention at head size
- * 48 with the mask over t = 37 (p read a float at a time) and at 128 over
- * t = 36 (128 bits at a time), partial tiles both, into two parts of y.
- * Timing: as probe_attention's. */
+ * 48 with the mask over t = 37 (scores a float at a time), at 128 over t = 20
+ * (128 bits at a time), at 16 with the mask over t = 132 (two key tiles: the
+ * row partials combined), into three parts of y. Timing: as
+ * probe_attention's. */
 static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   if (b->timing) {
     probe_attention(rec, b);
@@ -212,8 +213,12 @@ static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
                 .head_dim = 48};
   gpu_attention(rec, &a);
   gpu_attn w = {.q = {b->x, 0, 384}, .k = {b->x, 128, 384}, .v = {b->x, 256, 384},
-                .o = {b->y, 37 * 48, 128}, .scores = b->w, .t = 36, .heads = 1, .head_dim = 128};
+                .o = {b->y, 37 * 48, 128}, .scores = b->w, .t = 20, .heads = 1, .head_dim = 128};
   gpu_attention(rec, &w);
+  gpu_attn l = {.q = {b->x, 0, 48}, .k = {b->x, 16, 48}, .v = {b->x, 32, 48},
+                .o = {b->y, 37 * 48 + 20 * 128, 16}, .mask = b->mask, .scores = b->w, .t = 132,
+                .heads = 1, .head_dim = 16};
+  gpu_attention(rec, &l);
 }
 
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
@@ -316,9 +321,9 @@ static bool twin_faster(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   }
   uint32_t rows = timing_shape[k].rows, cols = timing_shape[k].cols;
   probe_bufs b;
-  /* w: the portable path's scores or flash_tc's f16 copies (3 t·cols floats),
-   * one at a time. */
-  size_t scores = (size_t)8 * rows * rows, copies = (size_t)3 * rows * cols;
+  /* w: the portable path's scores (and the tensor-core path's row partials)
+   * or flash_tc's f16 copies (3 t·cols floats), one at a time. */
+  size_t scores = gpu_attention_scratch(rows, 8), copies = (size_t)3 * rows * cols;
   size_t wn = scores > copies ? scores : copies;
   if (!probe_bufs_new(d, rows, cols, wn, true, &b)) return false;
   row_op r = {op, &b};
@@ -396,30 +401,35 @@ static gpu_gemm_variant fastest_gemm(gpu_device *d, gpu_wtype t, uint32_t m, uin
   return best;
 }
 
+enum { SG_ARITHMETIC = 1, SG_SHUFFLE = 2 };
+
 static const struct {
   const char *name;
   probe_op op;
-  bool subgroups; /* needs subgroup arithmetic in compute shaders */
-  bool coop;      /* needs cooperative matrices */
-  float tol;      /* largest |fast − portable| in the probe, of the largest |portable| */
+  unsigned subgroups; /* the subgroup operations it needs in compute shaders (SG_ bits) */
+  bool coop;          /* needs cooperative matrices */
+  float tol;          /* largest |fast − portable| in the probe, of the largest |portable| */
 } fast_kernels[GPU_FAST_KINDS] = {
     /* Only the order of the sums differs from the portable twins... */
-    [GPU_FAST_NORM] = {"layer_norm (subgroups)", probe_norm, true, false, 1e-5f},
-    [GPU_FAST_SOFTMAX] = {"softmax (subgroups)", probe_softmax, true, false, 1e-5f},
-    [GPU_FAST_CONV_GLU] = {"conv_glu (subgroups)", probe_conv_glu, true, false, 1e-5f},
-    [GPU_FAST_ATTENTION] = {"flash attention", probe_attention, false, false, 1e-5f},
+    [GPU_FAST_NORM] = {"layer_norm (subgroups)", probe_norm, SG_ARITHMETIC, false, 1e-5f},
+    [GPU_FAST_SOFTMAX] = {"softmax (subgroups)", probe_softmax, SG_ARITHMETIC, false, 1e-5f},
+    [GPU_FAST_CONV_GLU] = {"conv_glu (subgroups)", probe_conv_glu, SG_ARITHMETIC, false, 1e-5f},
+    [GPU_FAST_ATTENTION] = {"flash attention", probe_attention, 0, false, 1e-5f},
     /* ... but flash_tc rounds q, k, v, q+v, pos and the probabilities to
      * f16: about 1e-3 of the largest output (test_attention). */
-    [GPU_FAST_ATTENTION_TC] = {"flash attention (tensor cores)", probe_attention_tc, false, true,
+    [GPU_FAST_ATTENTION_TC] = {"flash attention (tensor cores)", probe_attention_tc, 0, true,
                                5e-3f},
-    /* ... as the two products on the tensor cores round q, k, p and v. */
+    /* ... as the two products on the tensor cores round q, k, p and v (the
+     * scores' row partials are summed across lanes by shuffles). */
     [GPU_FAST_ATTENTION_MM] = {"attention scores and values (tensor cores)", probe_attention_mm,
-                               false, true, 5e-3f},
+                               SG_SHUFFLE, true, 5e-3f},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
 bool gpu_fast_offered(const gpu_device *d, gpu_fast_kernel k) {
-  return (d->info.subgroup_arithmetic || !fast_kernels[k].subgroups) && (d->coop || !fast_kernels[k].coop);
+  unsigned sg = fast_kernels[k].subgroups;
+  return (d->info.subgroup_arithmetic || !(sg & SG_ARITHMETIC)) &&
+         (d->info.subgroup_shuffle || !(sg & SG_SHUFFLE)) && (d->coop || !fast_kernels[k].coop);
 }
 bool gpu_fast_passed(const gpu_device *d, gpu_fast_kernel k) { return d->fast[k]; }
 bool gpu_fast_chosen(const gpu_device *d, gpu_fast_kernel k) { return d->faster[k]; }

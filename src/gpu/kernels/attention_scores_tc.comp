@@ -1,18 +1,28 @@
 #version 450
-// attention_scores (fast, tensor cores through NV cooperative matrices): the
-// contract of attention_scores.comp for plain attention (RELATIVE = 0: q+v
-// and pos, bindings 2 and 3, are not read) —
-//   s[z][i][j] = scale · q_i·k_j over head h's head_dim columns,
-// the chunked mask and the batch (BATCH = 1, lens at binding 5: keys past
-// lens[clip] written as −1e30) as there; the same bindings, push constants
-// and output. z is the head, or clip·heads + head with BATCH.
+// attention_scores (fast, tensor cores through NV cooperative matrices) with
+// the softmax's row statistics: the first of the two dispatches of plain
+// attention on the tensor cores (attention_values_tc.comp is the second) —
+//   s[z][i][j] = scale · q_i·k_j over head h's head_dim columns
+// for the kept keys, −1e30 for the others: keys the key mask drops (binding
+// 2, read when masked: mask[j] = 0), keys past lens[clip] with BATCH = 1
+// (binding 5) and keys outside the chunked mask (attention_scores.comp's).
+// z is the head, or clip·heads + head with BATCH; s at binding 4 is
+// [z][t][t] from float 0.
+//
+// Row partials: for each row z·t + i (i < t) and each key tile x (this
+// workgroup's BN keys, x = gl_WorkGroupID.x of tiles = ⌈t/BN⌉), the pair
+//   s[part_off + ((z·t + i)·tiles + x)·2 ..] = (m, Σ exp(s_ij − m))
+// over the tile's kept keys, m their largest score; a tile with no kept key
+// gives (−3e38, 0). attention_values_tc combines a row's pairs into the
+// softmax's max and sum (softmax.comp's, up to the order of the sums).
 //
 // q, k  f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
 //       shared memory: one f16 product per term, f32 sums (16×16×16), so a
 //       score is that of f16(q)·f16(k), about 1e-3 of |q|·|k| off the f32 one
 //       (gemm_tc's rounding of a, here on both sides).
 // Needs (attention.c checks): head_dim a multiple of 16 up to 128, q_off,
-//       q_stride, k_off, k_stride multiples of 4 (128-bit loads).
+//       q_stride, k_off, k_stride multiples of 4 (128-bit loads); subgroups
+//       of 32 with shuffles.
 //
 // gemm_tc.comp's scheme with a = the tile's queries and W = its keys, k =
 // head_dim: a tile of BM queries × BN keys of one head per workgroup of
@@ -20,34 +30,42 @@
 // in steps of 32 through two shared stages (the next step's q and k already
 // in registers while the tensor cores work on this one; one barrier a step),
 // shared rows of 32 halves and one 128-bit word of padding. The scores leave
-// through the same shared memory, TN accumulators side by side per subgroup,
-// so a subgroup writes rows of 16·TN consecutive scores; queries and keys
-// past t are read as 0 and not written.
+// through the same shared memory, TN accumulators side by side per subgroup:
+// a row of 16·TN scores is 4·TN lanes of 4 consecutive scores, stored 128
+// bits at a time where t is a multiple of 4 (else one float at a time,
+// bounds-checked); those lanes' shuffles give the row's partial over the
+// subgroup's 16·TN keys, and the SG_N subgroups' partials of a row are
+// combined through shared memory into the tile's. Queries and keys past t
+// are read as 0 and not written.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
-layout(constant_id = 0) const uint RELATIVE = 0; // attention_scores.comp's; 0 only here
-layout(constant_id = 1) const uint BATCH = 0;
+layout(constant_id = 0) const uint BATCH = 0;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
+layout(std430, binding = 2) readonly buffer Mask { uint mask[]; };
 layout(std430, binding = 4) writeonly buffer S { float s[]; };
+layout(std430, binding = 4) writeonly buffer S4 { vec4 s4[]; }; // the same buffer, 128 bits at a time
 layout(std430, binding = 5) readonly buffer Lens { uint lens[]; };
 
 layout(push_constant) uniform Push {
   uint t, head_dim;
   float scale;
   uint q_off, q_stride, k_off, k_stride;
-  uint qv_off, qv_stride, pos_off, pos_stride; // RELATIVE only: unused
   uint chunk, left_chunks;
   uint heads; // BATCH = 1
+  uint masked, part_off;
 } p;
 
+// Whether key j (< len) counts for query i: the chunked mask and the key mask.
 bool kept(uint i, uint j) {
+  if (p.masked != 0 && mask[j] == 0) return false;
   if (p.chunk == 0) return true;
   uint ci = i / p.chunk, cj = j / p.chunk;
   return cj <= ci && ci - cj <= p.left_chunks;
@@ -58,7 +76,10 @@ const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32; // 128 queries × 
 const uint ROW = BK / 8 + 1;        // 128-bit words per shared row (one of padding)
 const uint STAGE = (BM + BN) * ROW; // the queries' rows, then the keys'
 const uint QL = BM * (BK / 8) / THREADS, KL = BN * (BK / 8) / THREADS; // chunks of 8 per invocation
+const uint RW = 4 * TN;              // lanes of a subgroup's row of 16·TN scores
+const float NONE = -3.0e38;          // a partial's max over no kept key
 shared uvec4 sm[2 * STAGE];
+shared vec2 part[BM * SG_N]; // (max, sum) of each row over each subgroup's 16·TN keys
 
 vec4 rq[2 * QL], rk[2 * KL]; // the next step's q and k (f32: rounded when staged)
 
@@ -131,17 +152,47 @@ void main() {
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
   uint base = sg * 64 * TN;
+  bool vec = (p.t & 3u) == 0u; // rows start on 128-bit words
   [[unroll]] for (uint a = 0; a < TM; a++) {
     [[unroll]] for (uint b = 0; b < TN; b++) coopMatStoreNV(acc[a * TN + b], sm, base + 4 * b, 4 * TN, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    [[unroll]] for (uint x = 0; x < 8 * TN; x++) {
-      uint e = lane + 32 * x;
-      uint i = i0 + wr + 16 * a + e / (16 * TN), j = j0 + wc + e % (16 * TN);
-      if (i >= p.t || j >= p.t) continue;
-      float v = uintBitsToFloat(sm[base + e / 4][e % 4]);
-      s[(z * p.t + i) * p.t + j] = kept(i, j) && j < len ? p.scale * v : -1e30;
+    [[unroll]] for (uint x = 0; x < 2 * TN; x++) { // 4 rows of RW lanes each
+      uint e = lane + 32 * x, r = 16 * a + e / RW;
+      uint i = i0 + wr + r, j = j0 + wc + 4 * (e % RW);
+      vec4 v = uintBitsToFloat(sm[base + e]), sc;
+      bvec4 keep;
+      float mx = NONE;
+      [[unroll]] for (uint y = 0; y < 4; y++) {
+        keep[y] = i < p.t && j + y < len && kept(i, j + y);
+        sc[y] = keep[y] ? p.scale * v[y] : -1e30;
+        if (keep[y]) mx = max(mx, sc[y]);
+      }
+      if (vec) {
+        if (i < p.t && j < p.t) s4[((z * p.t + i) * p.t + j) / 4] = sc;
+      } else {
+        [[unroll]] for (uint y = 0; y < 4; y++)
+          if (i < p.t && j + y < p.t) s[(z * p.t + i) * p.t + j + y] = sc[y];
+      }
+      // The row's max and sum over the subgroup's keys: the RW lanes of the row.
+      [[unroll]] for (uint m = 1; m < RW; m <<= 1) mx = max(mx, subgroupShuffleXor(mx, m));
+      float sum = 0.0;
+      [[unroll]] for (uint y = 0; y < 4; y++)
+        if (keep[y]) sum += exp(sc[y] - mx);
+      [[unroll]] for (uint m = 1; m < RW; m <<= 1) sum += subgroupShuffleXor(sum, m);
+      if (e % RW == 0) part[(wr + r) * SG_N + sg % SG_N] = vec2(mx, sum);
     }
     subgroupBarrier(); // the next row of accumulators reuses the area
+  }
+
+  // The tile's partial of each row: its SG_N subgroups' combined.
+  barrier();
+  if (tid < BM && i0 + tid < p.t) {
+    float m = NONE, sum = 0.0;
+    [[unroll]] for (uint n = 0; n < SG_N; n++) m = max(m, part[tid * SG_N + n].x);
+    [[unroll]] for (uint n = 0; n < SG_N; n++) sum += part[tid * SG_N + n].y * exp(part[tid * SG_N + n].x - m);
+    uint at = p.part_off + ((z * p.t + i0 + tid) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 2;
+    s[at] = m;
+    s[at + 1] = sum;
   }
 }

@@ -1,29 +1,40 @@
 #version 450
-// attention_values (fast, tensor cores through NV cooperative matrices): the
-// contract of attention_values.comp — o_i = Σ_j p[z][i][j] · v_j per head,
-// the batch (BATCH = 1, lens at binding 3) as there; the same bindings, push
-// constants and output. z is the head, or clip·heads + head with BATCH.
+// attention_values (fast, tensor cores through NV cooperative matrices) with
+// the softmax folded in: the second of the two dispatches of plain attention
+// on the tensor cores, after attention_scores_tc.comp —
+//   o_i = Σ_j P_ij · v_j per head, P_ij = exp(s_ij − m_i) / l_i,
+// m_i and l_i the row's max and Σ exp(s − m_i) over its kept keys, combined
+// from attention_scores_tc's row partials (one pair per key tile of KT);
+// excluded keys' scores are −1e30 there, so their P is exactly 0, and a row
+// with no kept key (l_i = 0) has P = 0 everywhere and o_i = 0 (softmax.comp's
+// rows whose columns are all masked). The batch (BATCH = 1, lens at binding
+// 3) as attention_values.comp. z is the head, or clip·heads + head with BATCH.
 //
-// p, v  f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
+// s     f32 (binding 0): the scores [z][t][t] from float 0, the partials
+//       (max, sum) of row z·t + i and key tile x at part_off + ((z·t + i)·
+//       tiles + x)·2
+// P, v  P in f32 (exp and the division as softmax.comp), then P and v
+//       rounded to f16 (to nearest, clamped to ±65504) when staged in
 //       shared memory: one f16 product per term, f32 sums (16×16×16), so an
 //       output is about 1e-3 of Σ|p_j·v_j| off the f32 one.
 // HD    (spec constant 1) = head_dim, a multiple of 16 up to 128: a workgroup
-//       owns all of a head's columns, so p is read once.
+//       owns all of a head's columns, so s is read once.
 // Needs (attention.c checks): v_off and v_stride multiples of 4 (128-bit
-//       loads). p is read 128 bits at a time where t is a multiple of 4, else
+//       loads). s is read 128 bits at a time where t is a multiple of 4, else
 //       one float at a time.
 // Keys: 0 .. len − 1 (len = lens[clip] with BATCH, else t); v rows past len
-//       read as 0 (a padded clip's rows are never touched), and p's weights
-//       past len are exact zeros (the scores there were −1e30).
+//       read as 0 (a padded clip's rows are never touched), and s past len
+//       as −1e30 (P = 0).
 //
-// gemm_tc.comp's scheme with a = p's rows and W = v (k = keys, row-major):
+// gemm_tc.comp's scheme with a = P's rows and W = v (k = keys, row-major):
 // a tile of BM = 64 queries × HD columns per workgroup of 4 subgroups of 32
 // lanes, each owning 16 queries × HD columns (HD/16 accumulators); keys in
-// steps of 32 through two shared stages (the next step's p and v already in
-// registers while the tensor cores work on this one; one barrier a step).
-// Shared rows: p's of 32 halves, v's of HD halves, each with one 128-bit
-// word of padding. The outputs leave through the same shared memory, a
-// subgroup's HD/16 accumulators side by side: it writes rows of HD floats.
+// steps of 32 through two shared stages (the next step's s and v already in
+// registers while the tensor cores work on this one; P is made from s when
+// staged; one barrier a step). Shared rows: P's of 32 halves, v's of HD
+// halves, each with one 128-bit word of padding. The outputs leave through
+// the same shared memory, a subgroup's HD/16 accumulators side by side: it
+// writes rows of HD floats.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -34,7 +45,7 @@ layout(local_size_x = 128) in; // 4 subgroups of 32
 layout(constant_id = 0) const uint BATCH = 0;
 layout(constant_id = 1) const uint HD = 64;
 
-layout(std430, binding = 0) readonly buffer P { float pw[]; };
+layout(std430, binding = 0) readonly buffer P { float pw[]; }; // the scores and partials
 layout(std430, binding = 0) readonly buffer P4 { vec4 pw4[]; }; // the same buffer, 128 bits at a time
 layout(std430, binding = 1) readonly buffer V { vec4 v4[]; };
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
@@ -44,6 +55,7 @@ layout(push_constant) uniform Push {
   uint t, head_dim;
   uint v_off, v_stride, o_off, o_stride;
   uint heads; // BATCH = 1
+  uint part_off, tiles;
 } p;
 
 const uint THREADS = 128, BM = 64, BK = 32, ND = HD / 16;
@@ -52,9 +64,11 @@ const uint STAGE = BM * PROW + BK * VROW;        // p's rows, then v's
 const uint PL = BM * (BK / 8) / THREADS;         // p chunks of 8 per invocation
 const uint VC = BK * (HD / 8), VL = (VC + THREADS - 1) / THREADS; // v chunks of 8
 const uint OUT = 4 * 64 * ND;                    // 4 subgroups' 16 × HD floats, in words
+const float NOT_KEY = -1e30; // s of a key past len: P = 0
 shared uvec4 sm[2 * STAGE > OUT ? 2 * STAGE : OUT];
+shared float row_max[BM], row_inv[BM]; // m_i, 1/l_i (0, 0 for a row with no kept key)
 
-vec4 rp[2 * PL], rv[2 * VL]; // the next step's p and v (f32: rounded when staged)
+vec4 rp[2 * PL], rv[2 * VL]; // the next step's s and v (f32: P made and rounded when staged)
 
 // Global → registers: keys j0 .. j0 + 31. p chunk e is query row i0 + e / 4,
 // keys j0 + 8·(e % 4) ..; v chunk e is key row j0 + e / (HD/8), columns
@@ -65,11 +79,11 @@ void fetch(uint i0, uint j0, uint z, uint rb, uint col, uint len) {
     uint e = tid + x * THREADS, i = i0 + e / 4, j = j0 + 8 * (e % 4);
     uint at = i < p.t ? (z * p.t + i) * p.t + j : 0;
     if ((p.t & 3u) == 0u) { // j and t multiples of 4: each vec4 is all in the row or all out
-      rp[2 * x] = i < p.t && j < len ? pw4[at / 4] : vec4(0.0);
-      rp[2 * x + 1] = i < p.t && j + 4 < len ? pw4[at / 4 + 1] : vec4(0.0);
+      rp[2 * x] = i < p.t && j < len ? pw4[at / 4] : vec4(NOT_KEY);
+      rp[2 * x + 1] = i < p.t && j + 4 < len ? pw4[at / 4 + 1] : vec4(NOT_KEY);
     } else {
       [[unroll]] for (uint y = 0; y < 8; y++)
-        rp[2 * x + y / 4][y % 4] = i < p.t && j + y < len ? pw[at + y] : 0.0;
+        rp[2 * x + y / 4][y % 4] = i < p.t && j + y < len ? pw[at + y] : NOT_KEY;
     }
   }
   [[unroll]] for (uint x = 0; x < VL; x++) {
@@ -84,12 +98,27 @@ void fetch(uint i0, uint j0, uint z, uint rb, uint col, uint len) {
 uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
 uvec4 pack8(vec4 x, vec4 y) { return uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw)); }
 
-// Registers → shared stage st.
+// Row i0 + r's max and 1/sum over all its key tiles' partials.
+void row_stats(uint i0, uint z) {
+  uint r = gl_LocalInvocationID.x, i = i0 + r;
+  if (r >= BM) return;
+  float m = -3.0e38, sum = 0.0;
+  if (i < p.t) {
+    uint at = p.part_off + (z * p.t + i) * p.tiles * 2;
+    for (uint x = 0; x < p.tiles; x++) m = max(m, pw[at + 2 * x]);
+    for (uint x = 0; x < p.tiles; x++) sum += pw[at + 2 * x + 1] * exp(pw[at + 2 * x] - m);
+  }
+  row_max[r] = sum > 0.0 ? m : 0.0; // exp(NOT_KEY − 0) · 0 = 0 on a row with no kept key
+  row_inv[r] = sum > 0.0 ? 1.0 / sum : 0.0;
+}
+
+// Registers → shared stage st, s made into P (softmax.comp's exp(s − m) · (1/l)).
 void stage(uint st) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint x = 0; x < PL; x++) {
     uint e = tid + x * THREADS;
-    sm[st * STAGE + (e / 4) * PROW + e % 4] = pack8(rp[2 * x], rp[2 * x + 1]);
+    float m = row_max[e / 4], inv = row_inv[e / 4];
+    sm[st * STAGE + (e / 4) * PROW + e % 4] = pack8(exp(rp[2 * x] - m) * inv, exp(rp[2 * x + 1] - m) * inv);
   }
   [[unroll]] for (uint x = 0; x < VL; x++) {
     uint e = tid + x * THREADS;
@@ -106,6 +135,8 @@ void main() {
   [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, 0, z, rb, col, len);
+  row_stats(i0, z);
+  barrier();
   stage(0);
   barrier();
   uint st = 0;
