@@ -24,8 +24,8 @@ static uint64_t mm_partials(uint32_t t, uint64_t rows) {
 }
 
 /* The partials too, on every device: Whisper and Moonshine size their
- * scratch by this (no device at hand), and they are 1/64 of the scores or
- * less from t = 128 on. */
+ * scratch by this (no device at hand), and they are 2·⌈t/128⌉ floats per t
+ * scores (1.6 % at t = 1500, at most 3.1 % from t = 128 on). */
 size_t gpu_attention_scratch(uint32_t t, uint32_t heads) {
   return (size_t)heads * t * t + (size_t)mm_partials(t, (uint64_t)heads * t);
 }
