@@ -32,12 +32,18 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
               : d->coop                                   ? "(probe FAILED: not used)"
                                                           : "(not offered: portable kernels)");
     }
-    for (int k = 0; k < GPU_FAST_KINDS; k++)
-      fprintf(out, "   fast kernels: %s %s\n", gpu_fast_name((gpu_fast_kernel)k),
-              gpu_fast_chosen(d, (gpu_fast_kernel)k)   ? "(probe passed, used)"
-              : gpu_fast_passed(d, (gpu_fast_kernel)k) ? "(probe passed, slower here: not used)"
+    for (int k = 0; k < GPU_FAST_KINDS; k++) {
+      const char *why = gpu_fast_untimed(d, (gpu_fast_kernel)k);
+      bool passed = gpu_fast_passed(d, (gpu_fast_kernel)k);
+      fprintf(out, "   fast kernels: %s %s%s%s\n", gpu_fast_name((gpu_fast_kernel)k),
+              gpu_fast_chosen(d, (gpu_fast_kernel)k) ? "(probe passed, used)"
+              : passed && why                        ? "(probe passed, not used: "
+              : passed                               ? "(probe passed, slower here: not used)"
               : gpu_fast_offered(d, (gpu_fast_kernel)k) ? "(probe FAILED: portable kernel)"
-                                                        : "(not offered: portable kernel)");
+                                                        : "(not offered: portable kernel)",
+              passed && why && !gpu_fast_chosen(d, (gpu_fast_kernel)k) ? why : "",
+              passed && why && !gpu_fast_chosen(d, (gpu_fast_kernel)k) ? ")" : "");
+    }
     fprintf(out, "   (steno uses this device)\n");
     gpu_close(d);
   }

@@ -89,6 +89,9 @@ bool gpu_fast_offered(const gpu_device *dev, gpu_fast_kernel k);
 bool gpu_fast_used(const gpu_device *dev, gpu_fast_kernel k);
 /* Whether it passed and was timed faster than its portable twin here. */
 bool gpu_fast_chosen(const gpu_device *dev, gpu_fast_kernel k);
+/* Why kernel k is never chosen by timing on this device (used only with
+ * every fast kernel on), or NULL where the timing decides. */
+const char *gpu_fast_untimed(const gpu_device *dev, gpu_fast_kernel k);
 const char *gpu_fast_name(gpu_fast_kernel k);
 
 /* Prints one device's description (as `steno devices` shows it). */

@@ -213,6 +213,7 @@ bool gpu_probe_cache_load(gpu_device *d) {
   memcpy(d->gemm_ok, got.gemm_ok, sizeof d->gemm_ok);
   memcpy(d->fast, got.fast, sizeof d->fast);
   memcpy(d->faster, got.faster, sizeof d->faster);
+  for (int k = 0; k < GPU_FAST_KINDS; k++) d->faster[k] &= !gpu_fast_untimed(d, (gpu_fast_kernel)k);
   memcpy(d->gemm_pick, got.gemm_pick, sizeof d->gemm_pick);
   d->fast_gemm = false;
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v];

@@ -314,11 +314,18 @@ static const struct {
  * its times — the H200 timed it level with the portable path at 8 heads of
  * 128, the choice flipping from call to call, while at Whisper's 20 heads of
  * 64 over 1500 frames it took 5.0 ms against 0.8. */
+const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
+  if (k == GPU_FAST_ATTENTION && strcmp(d->info.type, "cpu") != 0) return "written for CPU devices";
+  /* Its f16 q, k, p and v moved a test model's greedy tokens off the f32
+   * reference's on the H200 (test_whisper's multilingual long clip: one
+   * window from its 20th token), where the f32 attention and gemm_tc's f16
+   * activations keep them: faster (Whisper turbo's encoder attention 836 →
+   * 457 µs a layer) but not faithful enough to be the default. */
+  if (k == GPU_FAST_ATTENTION_MM) return "f16 attention moves tokens off the reference's; STENO_FAST=all uses it";
+  return NULL;
+}
+
 static bool twin_faster(gpu_device *d, gpu_fast_kernel k, probe_op op) {
-  if (k == GPU_FAST_ATTENTION && strcmp(d->info.type, "cpu") != 0) {
-    log_info("fast %s: written for CPU devices, not used here", gpu_fast_name(k));
-    return false;
-  }
   uint32_t rows = timing_shape[k].rows, cols = timing_shape[k].cols;
   probe_bufs b;
   /* w: the portable path's scores (and the tensor-core path's row partials)
@@ -458,8 +465,11 @@ void gpu_probe_fast(gpu_device *d) {
    * H200 showed most of them slower. STENO_FAST_TIMED times them anywhere
    * (a test of the timing itself). */
   bool timed = strcmp(d->info.type, "cpu") != 0 || d->fast_policy == STENO_FAST_TIMED;
-  for (int k = 0; k < GPU_FAST_KINDS; k++)
-    d->faster[k] = passed[k] && (!timed || twin_faster(d, (gpu_fast_kernel)k, fast_kernels[k].op));
+  for (int k = 0; k < GPU_FAST_KINDS; k++) {
+    const char *why = gpu_fast_untimed(d, (gpu_fast_kernel)k);
+    if (passed[k] && why) log_info("fast %s: not used here: %s", gpu_fast_name((gpu_fast_kernel)k), why);
+    d->faster[k] = passed[k] && !why && (!timed || twin_faster(d, (gpu_fast_kernel)k, fast_kernels[k].op));
+  }
   for (int q = 0; q < 2; q++)
     for (int big = 0; big < 2; big++) {
       gpu_wtype t = q ? GPU_Q8_0 : GPU_F16;
