@@ -33,16 +33,16 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
                                                           : "(not offered: portable kernels)");
     }
     for (int k = 0; k < GPU_FAST_KINDS; k++) {
-      const char *why = gpu_fast_untimed(d, (gpu_fast_kernel)k);
-      bool passed = gpu_fast_passed(d, (gpu_fast_kernel)k);
-      fprintf(out, "   fast kernels: %s %s%s%s\n", gpu_fast_name((gpu_fast_kernel)k),
-              gpu_fast_chosen(d, (gpu_fast_kernel)k) ? "(probe passed, used)"
-              : passed && why                        ? "(probe passed, not used: "
-              : passed                               ? "(probe passed, slower here: not used)"
-              : gpu_fast_offered(d, (gpu_fast_kernel)k) ? "(probe FAILED: portable kernel)"
-                                                        : "(not offered: portable kernel)",
-              passed && why && !gpu_fast_chosen(d, (gpu_fast_kernel)k) ? why : "",
-              passed && why && !gpu_fast_chosen(d, (gpu_fast_kernel)k) ? ")" : "");
+      gpu_fast_kernel fk = (gpu_fast_kernel)k;
+      /* A kind the timing never picks is not chosen: its reason instead. */
+      const char *why = gpu_fast_untimed(d, fk);
+      fprintf(out, "   fast kernels: %s (%s%s)\n", gpu_fast_name(fk),
+              gpu_fast_chosen(d, fk)            ? "probe passed, used"
+              : gpu_fast_passed(d, fk) && why   ? "probe passed, not used: "
+              : gpu_fast_passed(d, fk)          ? "probe passed, slower here: not used"
+              : gpu_fast_offered(d, fk)         ? "probe FAILED: portable kernel"
+                                                : "not offered: portable kernel",
+              gpu_fast_passed(d, fk) && why ? why : "");
     }
     fprintf(out, "   (steno uses this device)\n");
     gpu_close(d);

@@ -308,12 +308,11 @@ static const struct {
     [GPU_FAST_ATTENTION_MM] = {1000, 512},  /* t, 8 heads of 64 (Whisper's head size) */
 };
 
-/* Whether fast kernel k (probe passed) runs faster than its portable twin at
- * the model's shape on this device. flash.comp is written for lavapipe (one
- * query per invocation, no shared memory): on a GPU it is not used whatever
- * its times — the H200 timed it level with the portable path at 8 heads of
- * 128, the choice flipping from call to call, while at Whisper's 20 heads of
- * 64 over 1500 frames it took 5.0 ms against 0.8. */
+/* flash.comp is written for lavapipe (one query per invocation, no shared
+ * memory): on a GPU it is not used whatever its times — the H200 timed it
+ * level with the portable path at 8 heads of 128, the choice flipping from
+ * call to call, while at Whisper's 20 heads of 64 over 1500 frames it took
+ * 5.0 ms against 0.8. */
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   if (k == GPU_FAST_ATTENTION && strcmp(d->info.type, "cpu") != 0) return "written for CPU devices";
   /* Its f16 q, k, p and v moved a test model's greedy tokens off the f32
@@ -325,6 +324,8 @@ const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   return NULL;
 }
 
+/* Whether fast kernel k (probe passed) runs faster than its portable twin at
+ * the model's shape on this device. */
 static bool twin_faster(gpu_device *d, gpu_fast_kernel k, probe_op op) {
   uint32_t rows = timing_shape[k].rows, cols = timing_shape[k].cols;
   probe_bufs b;
