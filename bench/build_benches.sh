@@ -14,6 +14,6 @@ if grep -q '^STENO_FFMPEG:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
 fi
 for b in gemm_speed gemm_tc_sweep attention_speed row_kernels mel_speed nemotron_h_speed greedy_argmax nemotron_transcribe_speed whisper_token; do
   ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc -Iinclude -Itests "bench/$b.c" \
-    tests/support/quant.c tests/support/gguf_write.c "$build/libsteno.a" -o "$build/$b" \
+    tests/support/quant.c tests/support/gguf_write.c tests/support/plain_scans.c "$build/libsteno.a" -o "$build/$b" \
     $av -lvulkan -lpthread -lm -lz -lpcre2-8
 done

@@ -26,6 +26,7 @@
 #include "io/gguf.h"
 #include "models/whisper/whisper.h"
 #include "steno.h"
+#include "support/plain_scans.h"
 #include "timing.h"
 
 static void die(const char *what) {
@@ -41,15 +42,6 @@ static void *need(size_t n, size_t size) {
 
 /* ---- the search as it was before (decode/whisper.c at 9044f3b: fmaxf and
  * argmax loops the compiler leaves scalar), for the side by side ---- */
-
-static double plain_logsumexp(const float *x, int from, int to) {
-  float top = -INFINITY;
-  for (int i = from; i < to; i++) top = fmaxf(top, x[i]);
-  if (top == -INFINITY) return -INFINITY;
-  double sum = 0;
-  for (int i = from; i < to; i++) sum += exp((double)x[i] - top);
-  return top + log(sum);
-}
 
 static void plain_mask(float *x, int from, int to) {
   for (int i = from < 0 ? 0 : from; i < to; i++) x[i] = -INFINITY;
@@ -79,9 +71,7 @@ static void plain_process(const wsearch *s, const int *gen, size_t n, float *x) 
 }
 
 static int plain_pick(const float *x, int vocab, double *logprob) {
-  int best = 0;
-  for (int i = 1; i < vocab; i++)
-    if (x[i] > x[best]) best = i;
+  int best = plain_argmax(x, vocab);
   *logprob = (double)x[best] - plain_logsumexp(x, 0, vocab);
   return best;
 }

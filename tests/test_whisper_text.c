@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "plain_scans.h"
 #include "decode/whisper.h"
 #include "io/gguf.h"
 #include "steno.h"
@@ -169,23 +170,7 @@ static void ratio(void) {
         "argmax and its log-probability");
 }
 
-/* ---- the search's scans against plain C loops (the code before they were vectorized) ---- */
-
-static int ref_argmax(const float *x, int n) {
-  int best = 0;
-  for (int i = 1; i < n; i++)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
-
-static double ref_logsumexp(const float *x, int from, int to) {
-  float top = -INFINITY;
-  for (int i = from; i < to; i++) top = fmaxf(top, x[i]);
-  if (top == -INFINITY) return -INFINITY;
-  double sum = 0;
-  for (int i = from; i < to; i++) sum += exp((double)x[i] - top);
-  return top + log(sum);
-}
+/* ---- the search's scans against plain C loops (support/plain_scans.c) ---- */
 
 /* Logits of case c: random spreads, ties at the top, ±0 and NaN mixed in,
  * whole runs of −∞; the timestamps near the text's best in odd cases. */
@@ -216,8 +201,8 @@ static void exact_scans(void) {
       int n = vocabs[vi];
       make_logits(x, n, n / 2, c, &s);
       int id = wsearch_choose(x, n, 0, NULL);
-      double lp = wsearch_logprob(x, n, id), rlp = (double)x[id] - ref_logsumexp(x, 0, n);
-      bad += id != ref_argmax(x, n) || memcmp(&lp, &rlp, sizeof lp);
+      double lp = wsearch_logprob(x, n, id), rlp = (double)x[id] - plain_logsumexp(x, 0, n);
+      bad += id != plain_argmax(x, n) || memcmp(&lp, &rlp, sizeof lp);
     }
   /* The timestamp rule at turbo's vocabulary after text: masks as the plain loops decide. */
   wsearch w = {.vocab = TV, .eot = TEOT, .no_timestamps = TNOTS, .suppress = sup, .n_suppress = 3,
@@ -232,7 +217,7 @@ static void exact_scans(void) {
     want[TNOTS] = want[TNOTS + 1] = -INFINITY;
     float text = -INFINITY;
     for (int i = 0; i <= TNOTS; i++) text = fmaxf(text, want[i]);
-    if (ref_logsumexp(want, TNOTS + 1, TV) > text) {
+    if (plain_logsumexp(want, TNOTS + 1, TV) > text) {
       forced++;
       for (int i = 0; i <= TNOTS; i++) want[i] = -INFINITY;
     }
