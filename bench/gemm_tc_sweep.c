@@ -139,6 +139,12 @@ static double problem_new(gpu_device *d, uint32_t m, uint32_t n, uint32_t k, int
   return us;
 }
 
+/* problem_new, then its line: the shape and gpu_gemm's own choice's time. */
+static void problem_shown(gpu_device *d, uint32_t m, uint32_t n, uint32_t k, int reps, problem *pb) {
+  double us = problem_new(d, m, n, k, reps, pb);
+  printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", m, n, k, us, pb->flop / us * 1e-6);
+}
+
 static void problem_free(problem *pb) {
   gpu_linear_free(&pb->l);
   gpu_buffer_free(pb->a), gpu_buffer_free(pb->c);
@@ -154,8 +160,7 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
   printf("(a) gpu_gemm forced to a gemm_tc tile: µs (TFLOP/s) [diff]\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
-    double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
-    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
+    problem_shown(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
       if (!gpu_gemm_variant_ok(d, variants[v])) continue;
       gpu_gemm_force(d, variants[v]);
@@ -248,8 +253,7 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   printf("tiles × split counts: µs (TFLOP/s)\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
-    double us = problem_new(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
-    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
+    problem_shown(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
     for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
       const tile *tl = &tiles[t];
       printf("  %3u×%-3u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16, tl->sg_m,
@@ -279,8 +283,7 @@ static void big_sweep(gpu_device *d, int reps) {
   printf("big m, one piece: µs (TFLOP/s) [diff from gpu_gemm's choice]\n");
   for (size_t s = 0; s < sizeof big / sizeof *big; s++) {
     problem pb;
-    double us = problem_new(d, big[s][0], big[s][1], big[s][2], reps, &pb);
-    printf("%u×%u×%u  gpu_gemm's choice %.1f µs (%.1f)\n", pb.m, pb.n, pb.k, us, pb.flop / us * 1e-6);
+    problem_shown(d, big[s][0], big[s][1], big[s][2], reps, &pb);
     for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
       const tile *tl = &tiles[t];
       uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
