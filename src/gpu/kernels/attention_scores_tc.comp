@@ -16,10 +16,13 @@
 // gives (−3e38, 0). attention_values_tc combines a row's pairs into the
 // softmax's max and sum (softmax.comp's, up to the order of the sums).
 //
-// q, k  f32, rounded to f16 (to nearest, clamped to ±65504) when staged in
-//       shared memory: one f16 product per term, f32 sums (16×16×16), so a
-//       score is that of f16(q)·f16(k), about 1e-3 of |q|·|k| off the f32 one
-//       (gemm_tc's rounding of a, here on both sides).
+// q, k  f32, each split when staged in shared memory into hi = f16(x) (to
+//       nearest, clamped to ±65504) and lo = f16(x − hi): a score is
+//       hi_q·hi_k + lo_q·hi_k + hi_q·lo_k, three f16 products per term summed
+//       in f32 (16×16×16), about 2^-22 of |q|·|k| off the f32 score instead of
+//       the 1e-3 of f16(q)·f16(k) alone. The softmax exponentiates a score's
+//       error: with f16 q and k alone a test model's greedy tokens left the f32
+//       reference's (test_whisper on the H200; docs/perf.md).
 // Needs (attention.c checks): head_dim a multiple of 16 up to 128, q_off,
 //       q_stride, k_off, k_stride multiples of 4 (128-bit loads); subgroups
 //       of 32 with shuffles.
@@ -27,9 +30,10 @@
 // gemm_tc.comp's scheme with a = the tile's queries and W = its keys, k =
 // head_dim: a tile of BM queries × BN keys of one head per workgroup of
 // SG_M·SG_N subgroups of 32 lanes, each owning TM × TN accumulators; head_dim
-// in steps of 32 through two shared stages (the next step's q and k already
-// in registers while the tensor cores work on this one; one barrier a step),
-// shared rows of 32 halves and one 128-bit word of padding. The scores leave
+// in steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
+// alternating shared stages, one barrier per staging (the next step's q and k
+// are loaded into registers once the step's last staging is written, while
+// the tensor cores work on it), shared rows of 32 halves and one 128-bit word of padding. The scores leave
 // through the same shared memory, TN accumulators side by side per subgroup:
 // a row of 16·TN scores is 4·TN lanes of 4 consecutive scores, stored 128
 // bits at a time where t is a multiple of 4 (else one float at a time,
@@ -104,19 +108,28 @@ void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
   }
 }
 
-uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
-uvec4 pack8(vec4 x, vec4 y) { return uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw)); }
+// f16 of v's pair (hi), or of what that rounding left (lo): v − hi is exact
+// in f32, and f16 keeps it to 2^-11 of itself (subnormal below 6.1e-5).
+uint pack_f16(vec2 v, bool lo) {
+  vec2 c = clamp(v, -65504.0, 65504.0);
+  uint hi = packHalf2x16(c);
+  return lo ? packHalf2x16(clamp(c - unpackHalf2x16(hi), -65504.0, 65504.0)) : hi;
+}
+uvec4 pack8(vec4 x, vec4 y, bool lo) {
+  return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
+}
 
-// Registers → shared stage st.
-void stage(uint st) {
+// Registers → shared stage st for staging pass 0 (hi q, hi k), 1 (lo q,
+// hi k) or 2 (hi q, lo k).
+void stage(uint st, uint pass) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint x = 0; x < QL; x++) {
     uint e = tid + x * THREADS;
-    sm[st * STAGE + (e / 4) * ROW + e % 4] = pack8(rq[2 * x], rq[2 * x + 1]);
+    sm[st * STAGE + (e / 4) * ROW + e % 4] = pack8(rq[2 * x], rq[2 * x + 1], pass == 1);
   }
   [[unroll]] for (uint x = 0; x < KL; x++) {
     uint e = tid + x * THREADS;
-    sm[st * STAGE + (BM + e / 4) * ROW + e % 4] = pack8(rk[2 * x], rk[2 * x + 1]);
+    sm[st * STAGE + (BM + e / 4) * ROW + e % 4] = pack8(rk[2 * x], rk[2 * x + 1], pass == 2);
   }
 }
 
@@ -130,12 +143,13 @@ void main() {
   [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, j0, rb, col, 0);
-  stage(0);
+  stage(0, 0);
   barrier();
-  uint st = 0;
-  for (uint d0 = 0; d0 < p.head_dim; d0 += BK) {
-    bool more = d0 + BK < p.head_dim;
-    if (more) fetch(i0, j0, rb, col, d0 + BK);
+  uint st = 0, steps = 3 * ((p.head_dim + BK - 1) / BK);
+  for (uint it = 0; it < steps; it++) {
+    uint pass = it % 3, d0 = it / 3 * BK;
+    // The step's last staging is in shared memory: its registers take the next step.
+    if (pass == 2 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
       [[unroll]] for (uint a = 0; a < TM; a++)
@@ -145,7 +159,7 @@ void main() {
       [[unroll]] for (uint a = 0; a < TM; a++)
         [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
     }
-    if (more) stage(st ^ 1);
+    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % 3);
     barrier();
     st ^= 1;
   }
