@@ -15,7 +15,10 @@ measurement; medians of N runs after warm-ups, CUDA-synchronized.
 --speech-rate N first makes a copy of the GGUF whose joint emits N tokens on
 the clip (the random joint emits on nearly every frame; real speech ~3 a
 second): see speech_rate_model. It needs transformers on the CPU for the
-encoder's output and up to 10 `steno run`s; --speech-rate-only stops there."""
+encoder's output and up to 10 `steno run`s; --speech-rate-only stops there.
+Where transformers' feature extractor cannot run (it wants librosa on the GPU
+machine), --save-features NPZ writes the clip's features elsewhere and
+--features NPZ reads them."""
 from __future__ import annotations
 
 import argparse
@@ -137,17 +140,27 @@ def count_tokens(steno: Path, model: Path, clip: Path) -> int:
     return len(json.loads(r.stdout)["tokens"])
 
 
-def encoder_frames(ckpt: Path, clip: Path) -> np.ndarray:
+def clip_features(clip: Path) -> dict:
+    """transformers' log-mel features of the clip ([1][frames][128] f32) and
+    their attention mask ([1][frames]: the last frame is padding)."""
+    from transformers import ParakeetFeatureExtractor
+    f = ParakeetFeatureExtractor(feature_size=128)(read_wav(clip), sampling_rate=16000,
+                                                    return_tensors="np")
+    return dict(input_features=f["input_features"].astype(np.float32),
+                attention_mask=f["attention_mask"].astype(np.int64))
+
+
+def encoder_frames(ckpt: Path, clip: Path, features: Path | None = None) -> np.ndarray:
     """transformers' encoder output [frames][d] on the clip, for the
     speech-rate file's emit signal: f32 on the CPU (no TF32 convolutions), the
-    weights rounded to f16 as the F16 GGUF holds them."""
-    from transformers import ParakeetFeatureExtractor, ParakeetForTDT
+    weights rounded to f16 as the F16 GGUF holds them. features: the clip's
+    features saved by --save-features on a machine whose transformers makes
+    them (the GPU machine's asks for librosa), else made here."""
+    from transformers import ParakeetForTDT
     model = ParakeetForTDT.from_pretrained(ckpt).half().float().eval()
-    f = ParakeetFeatureExtractor(feature_size=128)(read_wav(clip), sampling_rate=16000,
-                                                    return_tensors="pt")
+    f = dict(np.load(features)) if features else clip_features(clip)
     with torch.no_grad():
-        out = model.encoder(input_features=f["input_features"],
-                            attention_mask=f["attention_mask"])
+        out = model.encoder(**{k: torch.from_numpy(v) for k, v in f.items()})
     return out.last_hidden_state[0].double().numpy()
 
 
@@ -199,6 +212,7 @@ def _make_emit_joint(t: dict, v: np.ndarray, durations: list[int],
 
 
 def speech_rate_model(steno: Path, model: Path, clip: Path, want: int, ckpt: Path,
+                      features: Path | None = None,
                       max_runs: int = 10) -> tuple[Path, int, list[tuple[int, int]]]:
     """A copy of the random model that emits about `want` tokens on the clip
     (real speech: ~3 a second; the random joint emits on almost every frame,
@@ -224,7 +238,7 @@ def speech_rate_model(steno: Path, model: Path, clip: Path, want: int, ckpt: Pat
     durations = [int(f.parts[i][0]) for i in f.data]
     extra = int(r.fields["stt.parakeet.joint.num_extra_outputs"].parts[-1][0])
     t = {x.name: x.data for x in r.tensors if x.name.startswith("joint.")}
-    x = encoder_frames(ckpt, clip)
+    x = encoder_frames(ckpt, clip, features)
     u, v = _make_emit_joint(t, emit_direction(x), durations, extra)
     proj = np.sort(x @ v)
     cuts = np.concatenate([[proj[0] - 1], (proj[1:] + proj[:-1]) / 2, [proj[-1] + 1]])
@@ -270,13 +284,21 @@ def main() -> int:
                         "timed by steno")
     p.add_argument("--speech-rate-only", action="store_true",
                    help="stop after making the --speech-rate file (no timings)")
+    p.add_argument("--features", type=Path, default=None,
+                   help="the clip's features for --speech-rate, as --save-features wrote them")
+    p.add_argument("--save-features", type=Path, default=None, metavar="NPZ",
+                   help="only write the clip's features (transformers' extractor) to NPY")
     a = p.parse_args()
+    if a.save_features:
+        np.savez(a.save_features, **clip_features(a.clip))
+        return 0
     a.work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     model = make_model(a.work)
     print(json.dumps(dict(what="model", path=str(model), seconds=round(time.time() - t0, 1))), flush=True)
     if a.speech_rate:
-        biased, n, seen = speech_rate_model(a.steno, model, a.clip, a.speech_rate, a.work / "hf")
+        biased, n, seen = speech_rate_model(a.steno, model, a.clip, a.speech_rate, a.work / "hf",
+                                            a.features)
         print(json.dumps(dict(what="speech-rate model", path=str(biased), want=a.speech_rate,
                               tokens=n, runs=[dict(frames_below=k, tokens=c) for k, c in seen])),
               flush=True)
