@@ -101,16 +101,18 @@ static double compare(const char *what, const char *how, const dec_tokens *want,
   return worst;
 }
 
-/* The two GPU searches: steps, then the persistent kernel — by its normal
- * schedule where it passed its probe, else (lavapipe, whose loop cap fails
- * the probe) forced, with few enough steps per dispatch for that cap (each
- * step of the wide models loops ~10 000 times). */
-enum { STEPS, PERSISTENT, MODES };
-static const char *const mode_name[MODES] = {"steps", "persistent"};
+/* The GPU searches: steps in whole chunks, steps in parts (a submission
+ * each, stopped by the state a finished part copied out), then the persistent
+ * kernel — by its normal schedule where it passed its probe, else (lavapipe,
+ * whose loop cap fails the probe) forced, with few enough steps per dispatch
+ * for that cap (each step of the wide models loops ~10 000 times). */
+enum { STEPS, PARTS, PERSISTENT, MODES };
+static const char *const mode_name[MODES] = {"steps", "steps in parts", "persistent"};
 
 static void set_mode(gpu_transducer_search *s, const gpu_transducer *g, int mode, int hidden) {
   gpu_transducer_search_force(s, 0);
-  gpu_transducer_search_mode(s, mode == STEPS ? GPU_SEARCH_STEPS : GPU_SEARCH_PERSISTENT);
+  gpu_transducer_search_split(s, mode == PARTS);
+  gpu_transducer_search_mode(s, mode == PERSISTENT ? GPU_SEARCH_PERSISTENT : GPU_SEARCH_STEPS);
   if (mode == PERSISTENT && !gpu_transducer_persistent(g)) gpu_transducer_search_force(s, hidden <= 64 ? 16 : 1);
 }
 
@@ -140,15 +142,15 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
     worst[mode] = compare(what, mode_name[mode], &want, &got);
     /* Again on the same search: nothing of the last one stays behind (not
      * for the wide models' forced persistent search: ~0.3 s a step here). */
-    if (hidden <= 64 || gpu_transducer_persistent(g) || mode == STEPS) {
+    if (hidden <= 64 || gpu_transducer_persistent(g) || mode != PERSISTENT) {
       CHECK_OK(gpu_transducer_greedy(s, x.genc, (uint32_t)t, x.stride, NULL, &again));
       compare(what, mode_name[mode], &want, &again);
     }
     dec_free(&got), dec_free(&again);
   }
   int hits = n_dur ? cap_hits(what, &want, max_symbols) : 0;
-  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e / %.1e\n", what,
-         want.n, t, hits, worst[STEPS], worst[PERSISTENT]);
+  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e / %.1e / %.1e\n",
+         what, want.n, t, hits, worst[STEPS], worst[PARTS], worst[PERSISTENT]);
   dec_free(&want);
   gpu_transducer_search_free(s);
   gpu_transducer_free(g);

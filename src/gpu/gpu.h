@@ -170,6 +170,14 @@ void gpu_dispatch(gpu_rec *rec, gpu_kernel *k, gpu_buffer *const *bufs, int n, c
  * otherwise a no-op. */
 int gpu_rec_flush(gpu_rec *rec);
 void gpu_rec_split(gpu_rec *rec, bool on);
+bool gpu_rec_splits(const gpu_rec *rec); /* whether gpu_rec_flush splits */
+
+/* Records a copy of `bytes` from src at src_off into dst at dst_off, after
+ * every earlier dispatch and before every later one. dst may be a readback
+ * buffer (gpu_buffer_readback_new): the host reads it with gpu_download once
+ * the submission holding the copy has finished. */
+void gpu_copy(gpu_rec *rec, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size_t dst_off,
+              size_t bytes);
 
 /* With STENO_PROFILE=1: time every kernel this recorder runs, and print the
  * totals under `title` to stderr when it is freed (profile.c). */

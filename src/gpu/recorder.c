@@ -255,6 +255,40 @@ void gpu_dispatch(gpu_rec *r, gpu_kernel *k, gpu_buffer *const *bufs, int n, con
   r->dispatches++;
 }
 
+void gpu_copy(gpu_rec *r, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size_t dst_off,
+              size_t bytes) {
+  if (r->status) return;
+  if (!r->open) {
+    r->status = err_set(STENO_ERR_INVALID, "copy outside a recording");
+    return;
+  }
+  if (!bytes || src_off > src->size || bytes > src->size - src_off || dst_off > dst->size ||
+      bytes > dst->size - dst_off) {
+    r->status = err_set(STENO_ERR_INVALID, "copy of %zu bytes from %zu of %zu into %zu of %zu", bytes,
+                        src_off, src->size, dst_off, dst->size);
+    return;
+  }
+  VkCommandBuffer cb = r->cb[r->sub];
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                       &before, 0, NULL, 0, NULL);
+  VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+  vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &c);
+  /* The host may read it once the submission is done; later dispatches
+   * (which may write src or read dst) wait for it. */
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                                            VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &after,
+                       0, NULL, 0, NULL);
+}
+
+bool gpu_rec_splits(const gpu_rec *r) { return r->split; }
+
 /* Records the mark for submission r->sub and closes its command buffer. */
 static int cb_end(gpu_rec *r) {
   VkCommandBuffer cb = r->cb[r->sub];

@@ -1,7 +1,10 @@
 /* Greedy transducer decoding on the GPU. Steps mode: per step the joint and
  * pick (one dispatch), one LSTM dispatch per layer and the predictor
  * projection, recorded in chunks of steps; each kernel does nothing once the
- * search is done, so a chunk may run past the end. Persistent mode: one
+ * search is done, so a chunk may run past the end. Where the recorder splits
+ * submissions (a discrete GPU), a chunk is recorded in parts, each its own
+ * submission, and stops once a finished part says the search ended: the GPU
+ * runs one part while the next is recorded. Persistent mode: one
  * rnnt_search dispatch per chunk, a workgroup per clip looping over the
  * chunk's steps. */
 #include "nn/transducer_gpu.h"
@@ -23,6 +26,8 @@ enum { PS_DONE, PS_STEP, PS_LEFT, PS_SYMBOLS, PS_OUT, PS_ROOM, PS_BASE, PS_T, PS
        PS_WORDS = 16 };
 /* Steps in the first chunk; each next chunk doubles, up to the last. */
 enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
+/* Steps per part, and parts per chunk, where the recorder splits. */
+enum { PART_STEPS = 16, PARTS_MAX = 64 };
 /* The most tokens one call's searches may hold (16 bytes each). */
 #define MAX_TOKENS (1u << 26)
 
@@ -42,6 +47,7 @@ struct gpu_transducer_search {
   gpu_search_mode mode;
   gpu_rec *rec;
   gpu_buffer *state, *h, *c, *p, *logits, *out; /* out: room for `room` tokens */
+  gpu_buffer *mirror; /* the state after each part (PARTS_MAX slots), for the host */
   uint32_t room;
   gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
   uint32_t clips;
@@ -57,7 +63,7 @@ void gpu_transducer_free(gpu_transducer *g) {
 
 void gpu_transducer_search_free(gpu_transducer_search *s) {
   if (!s) return;
-  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out, s->pstate, s->work};
+  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out, s->pstate, s->work, s->mirror};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
   gpu_rec_free(s->rec);
   free(s);
@@ -70,6 +76,8 @@ bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s->budget = budget; }
+
+void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_split(s->rec, on); }
 
 static gpu_search_mode mode_from_env(void) {
   const char *e = getenv("STENO_SEARCH");
@@ -91,6 +99,7 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
   if (!st) st = gpu_buffer_new(d, hc, &s->c);
   if (!st) st = gpu_buffer_new(d, (size_t)g->joint * sizeof(float), &s->p);
   if (!st) st = gpu_buffer_new(d, (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits);
+  if (!st) st = gpu_buffer_readback_new(d, (size_t)PARTS_MAX * ST_WORDS * 4, &s->mirror);
   if (!st) st = gpu_rec_new(d, &s->rec);
   if (st) {
     gpu_transducer_search_free(s);
@@ -361,6 +370,27 @@ static int next_chunk(const uint32_t *st, uint32_t t, uint32_t room, int chunk) 
   return want < CHUNK_LAST ? (int)want : CHUNK_LAST;
 }
 
+/* Records a chunk as parts of PART_STEPS steps (where the recorder splits),
+ * each a submission of its own (gpu_rec_flush) that ends by copying the state
+ * into its slot of the mirror; submitting part p waits for part p − 1, whose
+ * slot then says whether the search has ended. So at most the part in flight
+ * and the one just finished run past the end, and the next part is recorded
+ * while one runs. Stops there, or after PARTS_MAX parts. */
+static int record_parts(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
+                        uint32_t stride, const transducer_abort *stop, int *recorded) {
+  for (int p = 0; p < PARTS_MAX; p++) {
+    record_steps(s, enc, clip, stride, PART_STEPS);
+    gpu_copy(s->rec, s->state, 0, s->mirror, (size_t)p * ST_WORDS * 4, ST_WORDS * 4);
+    *recorded += PART_STEPS;
+    TRY(gpu_rec_flush(s->rec));
+    uint32_t done = 0;
+    if (p > 0) TRY(gpu_download(s->mirror, ((size_t)(p - 1) * ST_WORDS + ST_DONE) * 4, &done, 4));
+    if (done) return 0;
+    TRY(transducer_check_abort(stop));
+  }
+  return 0;
+}
+
 /* The steps search over one clip. */
 static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
                         uint32_t stride, const transducer_abort *stop, dec_tokens *out) {
@@ -382,6 +412,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transduce
    * small next to the round trips on a discrete GPU. */
   double t0 = time_now(), t_rec = 0, t_run = 0, t_state = 0;
   int chunks = 0, recorded = 0;
+  bool parts = gpu_rec_splits(s->rec);
   int rc = gpu_upload(s->state, 0, st, sizeof st);
   if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
   if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
@@ -391,20 +422,26 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transduce
     double a = time_now();
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
     if (first) record_predict(s);
-    record_steps(s, enc, clip, stride, chunk);
+    if (parts) {
+      if ((rc = record_parts(s, enc, clip, stride, stop, &recorded))) break;
+    } else {
+      record_steps(s, enc, clip, stride, chunk);
+      recorded += chunk;
+    }
     double b = time_now();
     if ((rc = gpu_rec_run(s->rec))) break;
     double c = time_now();
     if ((rc = gpu_download(s->state, 0, st, sizeof st))) break;
     t_rec += b - a, t_run += c - b, t_state += time_now() - c;
-    chunks++, recorded += chunk;
+    chunks++;
     chunk = next_chunk(st, clip.t, room, chunk);
   }
   double t2 = time_now();
   if (!rc) rc = take_tokens(s, 0, st[ST_OUT] < room ? st[ST_OUT] : room, out);
-  log_debug("transducer search: %u frames, %u steps (%u tokens) in %d chunks of %d recorded; "
+  log_debug("transducer search: %u frames, %u steps (%u tokens) in %d chunks of %d recorded%s; "
             "uploads %.2f ms, recording %.2f, runs %.2f, state downloads %.2f, tokens %.2f ms",
-            clip.t, room - 1 - st[ST_LEFT], st[ST_OUT], chunks, recorded, (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3,
+            clip.t, room - 1 - st[ST_LEFT], st[ST_OUT], chunks, recorded,
+            parts ? " in parts" : "", (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3,
             t_state * 1e3, (time_now() - t2) * 1e3);
   return rc;
 }

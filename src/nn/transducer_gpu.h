@@ -49,6 +49,10 @@ bool gpu_transducer_persistent(const gpu_transducer *g);
 /* For tests: the persistent kernel whether or not it passed its probe (only
  * where it fits), at most `budget` steps per dispatch; 0 undoes it. */
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget);
+/* Steps searches in parts (one submission each, stopped once one finished
+ * says the search ended) or in whole chunks; the default is the recorder's:
+ * parts on a discrete GPU (STENO_SPLIT overrides). */
+void gpu_transducer_search_split(gpu_transducer_search *s, bool on);
 
 /* transducer_greedy over `t` frames of enc [t][stride] on the device: the
  * same tokens, frames and durations; confidences summed in f32. Polls stop
