@@ -82,7 +82,7 @@ void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_sp
 static gpu_search_mode mode_from_env(void) {
   const char *e = getenv("STENO_SEARCH");
   if (e && !strcasecmp(e, "persistent")) return GPU_SEARCH_PERSISTENT;
-  if (e && !strcasecmp(e, "steps")) return GPU_SEARCH_STEPS;
+  if (e && (!strcasecmp(e, "steps") || !strcasecmp(e, "chunks"))) return GPU_SEARCH_STEPS;
   return GPU_SEARCH_AUTO;
 }
 
@@ -106,6 +106,8 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
     return st;
   }
   gpu_rec_profile(s->rec, "transducer search");
+  const char *e = getenv("STENO_SEARCH");
+  if (e && !strcasecmp(e, "chunks")) gpu_rec_split(s->rec, false); /* steps, whole chunks */
   *out = s;
   return 0;
 }

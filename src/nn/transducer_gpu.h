@@ -24,9 +24,10 @@ typedef struct gpu_transducer_search gpu_transducer_search;
 /* Which kernels search. AUTO: persistent for a batch of
  * GPU_SEARCH_AUTO_BATCH clips or more, steps otherwise (one workgroup streams
  * the weights slower than the steps path's many: docs/perf.md). The
- * environment's STENO_SEARCH=persistent|steps sets a search's mode when it
- * is made (for A/B runs); persistent falls back to steps where the kernel
- * does not fit the device's workgroup limits or failed its probe. */
+ * environment's STENO_SEARCH=persistent|steps|chunks sets a search's mode
+ * when it is made (for A/B runs; chunks: steps in whole chunks, never in
+ * parts); persistent falls back to steps where the kernel does not fit the
+ * device's workgroup limits or failed its probe. */
 typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
 #define GPU_SEARCH_AUTO_BATCH 4
 
