@@ -242,6 +242,25 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
   printf("(c) per-dispatch floor: mark (1 invocation) %.2f µs, empty gemm_tc (1 workgroup) %.2f µs\n",
          timed(d, floor_mark, &pb, NULL, reps), timed(d, floor_empty_tc, &pb, NULL, reps));
   problem_free(&pb);
+  /* One 64×64 workgroup alone (no other load on the GPU), then m rows × 3072
+   * (48 or more workgroups), at 1, 2, 8 and 32 k steps: what a workgroup's
+   * prologue and epilogue cost, and a step when nothing else runs. */
+  static const tile t64 = {2, 2, 2, 2};
+  static const uint32_t ks[] = {32, 64, 256, 1024};
+  printf("    64×64 tile, one piece: µs per call at k =");
+  for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) printf(" %u", ks[q]);
+  printf("\n");
+  const uint32_t sizes[][2] = {{64, 64}, {rows, 3072}};
+  for (int z = 0; z < 2; z++) {
+    printf("    %u×%u×k:", sizes[z][0], sizes[z][1]);
+    for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
+      problem_new(d, sizes[z][0], sizes[z][1], ks[q], reps, &pb);
+      double u = timed(d, record_one, &pb, &(config){&t64, 1}, reps), diff = diff_from_ref(&pb);
+      printf("  %.2f%s", u, diff > 1e-3 ? " WRONG" : "");
+      problem_free(&pb);
+    }
+    printf("\n");
+  }
 }
 
 /* Tile shapes × split counts (gemm_reduce sums the pieces). */
