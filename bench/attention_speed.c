@@ -14,11 +14,16 @@
  * device chose. On the CPU machine (lavapipe, no tensor cores) it says so
  * and stops.
  * With a second argument "x", flash_tc's parts are also timed apart (its
- * SKIP experiments: each leaves a part out) at each unbatched shape.
- * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x]]. */
+ * SKIP experiments: each leaves a part out) at each unbatched shape. With
+ * "acc" instead, only the mm path's accuracy: its largest difference from
+ * the portable output at each count of attention_scores_tc's stagings (1:
+ * f16 scores, 2: and lo of q, 3: hi + lo, the default), sharp and mild
+ * scores, forced on even where its probe failed.
+ * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x|acc]]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu/attention.h"
 #include "gpu/internal.h"
@@ -32,15 +37,17 @@ typedef struct {
   bool relative;
 } shape;
 
-static gpu_buffer *random_buffer(gpu_device *d, size_t n) {
+static gpu_buffer *random_range(gpu_device *d, size_t n, float r) {
   float *v = malloc(n * sizeof *v);
   if (!v) exit(1);
-  for (size_t i = 0; i < n; i++) v[i] = (float)rand() / RAND_MAX * 2 - 1;
+  for (size_t i = 0; i < n; i++) v[i] = ((float)rand() / RAND_MAX * 2 - 1) * r;
   gpu_buffer *b;
   if (gpu_buffer_from(d, v, n * sizeof *v, &b)) exit(1);
   free(v);
   return b;
 }
+
+static gpu_buffer *random_buffer(gpu_device *d, size_t n) { return random_range(d, n, 1.0f); }
 
 /* One call recorded: attention by the path the device chooses, or flash_tc
  * with keys per block kb and experiment bits `skip` (flash_tc.comp's SKIP:
@@ -162,13 +169,66 @@ static void run(gpu_device *d, const shape *s, int reps) {
   free(want), free(got);
 }
 
+/* The mm path's largest difference from the portable output per staging
+ * count (argv[2] "acc"). */
+static void accuracy(gpu_device *d) {
+  static const struct {
+    const char *name;
+    uint32_t t, heads, hd;
+    float range, scale; /* inputs in ±range; scale 0: 1/√hd */
+  } cases[] = {{"t 37, 1×48, ±2, scale 2 (the probe's)", 37, 1, 48, 2, 2},
+               {"t 300, 2×64, ±1, scale 3 (test's sharp)", 300, 2, 64, 1, 3},
+               {"t 300, 3×128, ±1, scale 3", 300, 3, 128, 1, 3},
+               {"t 300, 2×64, ±1, 1/√hd", 300, 2, 64, 1, 0},
+               {"t 1500, 20×64, ±1, 1/√hd (Whisper)", 1500, 20, 64, 1, 0}};
+  printf("mm accuracy (forced on): max |diff| from portable at 1 / 2 / 3 stagings\n");
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    uint32_t t = cases[c].t, D = cases[c].heads * cases[c].hd;
+    gpu_buffer *x = random_range(d, (size_t)t * 3 * D, cases[c].range), *o, *scores;
+    if (gpu_buffer_new(d, (size_t)t * D * 4, &o) ||
+        gpu_buffer_new(d, gpu_attention_scratch(t, cases[c].heads) * 4, &scores))
+      exit(1);
+    gpu_attn a = {.q = {x, 0, 3 * D}, .k = {x, D, 3 * D}, .v = {x, 2 * D, 3 * D}, .o = {o, 0, D},
+                  .scores = scores, .t = t, .heads = cases[c].heads, .head_dim = cases[c].hd,
+                  .scale = cases[c].scale};
+    size_t on = (size_t)t * D;
+    float *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
+    if (!want || !got) exit(1);
+    printf("%-42s", cases[c].name);
+    for (int p = 0; p <= 3; p++) {
+      use_path(d, p ? GPU_FAST_ATTENTION_MM : -1);
+      gpu_attention_mm_passes(p ? (uint32_t)p : 3);
+      timed(d, &(call){&a, false, false, 0, 0}, 1);
+      if (gpu_download(o, 0, p ? got : want, on * sizeof(float))) exit(1);
+      if (!p) continue;
+      double big = 0, diff = 0;
+      for (size_t e = 0; e < on; e++) {
+        big = fmax(big, fabs(want[e]));
+        diff = fmax(diff, fabs(want[e] - got[e]));
+      }
+      printf("  %.2e", diff / big);
+    }
+    printf("  (of %s)\n", "the largest output");
+    gpu_attention_mm_passes(3);
+    gpu_buffer_free(x), gpu_buffer_free(o), gpu_buffer_free(scores);
+    free(want), free(got);
+  }
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 10;
   experiments = argc > 2 && argv[2][0] == 'x';
+  bool acc = argc > 2 && !strcmp(argv[2], "acc");
   gpu_device *d;
   if (reps < 1 || gpu_open(NULL, &d)) return 1;
   printf("%s, %d calls per submission\n", gpu_device_info(d)->name, reps);
   for (int k = 0; k < GPU_FAST_KINDS; k++) passed[k] = gpu_fast_passed(d, (gpu_fast_kernel)k);
+  if (acc) {
+    if (d->coop) accuracy(d);
+    else printf("no cooperative matrices here\n");
+    gpu_close(d);
+    return 0;
+  }
   if (!passed[GPU_FAST_ATTENTION_TC] && !passed[GPU_FAST_ATTENTION_MM]) {
     printf("neither flash_tc nor mm passed its probe here (no cooperative matrices?)\n");
     gpu_close(d);

@@ -322,6 +322,10 @@ const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
    * activations keep them: faster (Whisper turbo's encoder attention 836 →
    * 457 µs a layer) but not faithful enough to be the default. */
   if (k == GPU_FAST_ATTENTION_MM) return "f16 attention moves tokens off the reference's; STENO_FAST=all uses it";
+  /* flash_tc rounds q and k to f16 as the tensor-core attention did before
+   * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
+   * off on the H200, where it was never timed faster anyway. */
+  if (k == GPU_FAST_ATTENTION_TC) return "f16 scores, too far off at sharp attention; STENO_FAST=all uses it";
   return NULL;
 }
 

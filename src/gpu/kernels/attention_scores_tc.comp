@@ -50,6 +50,9 @@
 
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
 layout(constant_id = 0) const uint BATCH = 0;
+// Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 and 2 leave the
+// last ones out (f16 scores alone; lo of q only), for accuracy experiments.
+layout(constant_id = 1) const uint PASSES = 3;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -113,7 +116,8 @@ void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
 uint pack_f16(vec2 v, bool lo) {
   vec2 c = clamp(v, -65504.0, 65504.0);
   uint hi = packHalf2x16(c);
-  return lo ? packHalf2x16(clamp(c - unpackHalf2x16(hi), -65504.0, 65504.0)) : hi;
+  precise vec2 rest = c - unpackHalf2x16(hi); // not re-associated or folded away
+  return lo ? packHalf2x16(clamp(rest, -65504.0, 65504.0)) : hi;
 }
 uvec4 pack8(vec4 x, vec4 y, bool lo) {
   return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
@@ -145,11 +149,11 @@ void main() {
   fetch(i0, j0, rb, col, 0);
   stage(0, 0);
   barrier();
-  uint st = 0, steps = 3 * ((p.head_dim + BK - 1) / BK);
+  uint st = 0, steps = PASSES * ((p.head_dim + BK - 1) / BK);
   for (uint it = 0; it < steps; it++) {
-    uint pass = it % 3, d0 = it / 3 * BK;
+    uint pass = it % PASSES, d0 = it / PASSES * BK;
     // The step's last staging is in shared memory: its registers take the next step.
-    if (pass == 2 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
+    if (pass == PASSES - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
       [[unroll]] for (uint a = 0; a < TM; a++)
@@ -159,7 +163,7 @@ void main() {
       [[unroll]] for (uint a = 0; a < TM; a++)
         [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
     }
-    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % 3);
+    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
     barrier();
     st ^= 1;
   }
