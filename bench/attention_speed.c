@@ -17,7 +17,8 @@
  * SKIP experiments: each leaves a part out) at each unbatched shape. With
  * "acc" instead, only the mm path's accuracy: its largest difference from
  * the portable output at each count of attention_scores_tc's stagings (1:
- * f16 scores, 2: and lo of q, 3: hi + lo, the default), sharp and mild
+ * f16 scores, 2: and lo of q, 3: hi + lo, the default; 4: 3 with the lo
+ * products in accumulators of their own), sharp and mild
  * scores, forced on even where its probe failed.
  * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x|acc]]. */
 #include <math.h>
@@ -181,7 +182,8 @@ static void accuracy(gpu_device *d) {
                {"t 300, 3×128, ±1, scale 3", 300, 3, 128, 1, 3},
                {"t 300, 2×64, ±1, 1/√hd", 300, 2, 64, 1, 0},
                {"t 1500, 20×64, ±1, 1/√hd (Whisper)", 1500, 20, 64, 1, 0}};
-  printf("mm accuracy (forced on): max |diff| from portable at 1 / 2 / 3 stagings\n");
+  printf("mm accuracy (forced on): max |diff| from portable at 1 / 2 / 3 stagings, and 3 with the lo\n"
+         "products in accumulators of their own\n");
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     uint32_t t = cases[c].t, D = cases[c].heads * cases[c].hd;
     gpu_buffer *x = random_range(d, (size_t)t * 3 * D, cases[c].range), *o, *scores;
@@ -195,7 +197,7 @@ static void accuracy(gpu_device *d) {
     float *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
     if (!want || !got) exit(1);
     printf("%-42s", cases[c].name);
-    for (int p = 0; p <= 3; p++) {
+    for (int p = 0; p <= 4; p++) {
       use_path(d, p ? GPU_FAST_ATTENTION_MM : -1);
       gpu_attention_mm_passes(p ? (uint32_t)p : 3);
       timed(d, &(call){&a, false, false, 0, 0}, 1);

@@ -276,7 +276,7 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
 /* attention_scores_tc's stagings per head_dim step (3: hi + lo scores). */
 static uint32_t mm_passes = 3;
 
-void gpu_attention_mm_passes(uint32_t passes) { mm_passes = passes >= 1 && passes <= 3 ? passes : 3; }
+void gpu_attention_mm_passes(uint32_t passes) { mm_passes = passes >= 1 && passes <= 4 ? passes : 3; }
 
 /* The two dispatches on the tensor cores, the softmax folded into them:
  * attention_scores_tc writes the scores (excluded keys −1e30) and each row's

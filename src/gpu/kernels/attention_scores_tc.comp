@@ -51,8 +51,10 @@
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
 layout(constant_id = 0) const uint BATCH = 0;
 // Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 and 2 leave the
-// last ones out (f16 scores alone; lo of q only), for accuracy experiments.
+// last ones out (f16 scores alone; lo of q only), for accuracy experiments;
+// 4: the three, the lo products summed in accumulators of their own.
 layout(constant_id = 1) const uint PASSES = 3;
+const uint NP = PASSES == 4 ? 3 : PASSES;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -143,30 +145,39 @@ void main() {
   uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
   uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
   uint wr = (sg / SG_N) * TM * 16, wc = (sg % SG_N) * TN * 16;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN];
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN], lacc[PASSES == 4 ? TM * TN : 1];
   [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint x = 0; x < lacc.length(); x++) lacc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, j0, rb, col, 0);
   stage(0, 0);
   barrier();
-  uint st = 0, steps = PASSES * ((p.head_dim + BK - 1) / BK);
+  uint st = 0, steps = NP * ((p.head_dim + BK - 1) / BK);
   for (uint it = 0; it < steps; it++) {
-    uint pass = it % PASSES, d0 = it / PASSES * BK;
+    uint pass = it % NP, d0 = it / NP * BK;
     // The step's last staging is in shared memory: its registers take the next step.
-    if (pass == PASSES - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
+    if (pass == NP - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
       [[unroll]] for (uint a = 0; a < TM; a++)
         coopMatLoadNV(fq[a], sm, st * STAGE + (wr + 16 * a) * ROW + kk, ROW, false);
       [[unroll]] for (uint b = 0; b < TN; b++)
         coopMatLoadNV(fk[b], sm, st * STAGE + (BM + wc + 16 * b) * ROW + kk, ROW, true);
-      [[unroll]] for (uint a = 0; a < TM; a++)
-        [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
+      if (PASSES == 4 && pass != 0) {
+        [[unroll]] for (uint a = 0; a < TM; a++)
+          [[unroll]] for (uint b = 0; b < TN; b++) lacc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], lacc[a * TN + b]);
+      } else {
+        [[unroll]] for (uint a = 0; a < TM; a++)
+          [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
+      }
     }
-    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
+    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % NP);
     barrier();
     st ^= 1;
   }
+
+  if (PASSES == 4)
+    [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = acc[x] + lacc[x];
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
   uint base = sg * 64 * TN;
