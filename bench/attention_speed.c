@@ -15,11 +15,10 @@
  * and stops.
  * With a second argument "x", flash_tc's parts are also timed apart (its
  * SKIP experiments: each leaves a part out) at each unbatched shape. With
- * "acc" instead, only the mm path's accuracy: its largest difference from
- * the portable output at each count of attention_scores_tc's stagings (1:
- * f16 scores, 2: and lo of q, 3: hi + lo, the default; 4: 3 with the lo
- * products in accumulators of their own), sharp and mild
- * scores, forced on even where its probe failed.
+ * "acc" instead, only the mm path's accuracy, forced on even where its
+ * probe failed: per variant of attention_scores_tc (gpu_attention_mm_variant)
+ * head 0's scores against double and the output against the portable
+ * path's, at sharp and mild scores.
  * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x|acc]]. */
 #include <math.h>
 #include <stdio.h>
@@ -170,8 +169,9 @@ static void run(gpu_device *d, const shape *s, int reps) {
   free(want), free(got);
 }
 
-/* The mm path's largest difference from the portable output per staging
- * count (argv[2] "acc"). */
+/* The mm path's accuracy per variant of attention_scores_tc (argv[2]
+ * "acc"): head 0's raw scores against scale·q·k in double, and the output
+ * against the portable path's, each relative to its largest magnitude. */
 static void accuracy(gpu_device *d) {
   static const struct {
     const char *name;
@@ -182,38 +182,54 @@ static void accuracy(gpu_device *d) {
                {"t 300, 3×128, ±1, scale 3", 300, 3, 128, 1, 3},
                {"t 300, 2×64, ±1, 1/√hd", 300, 2, 64, 1, 0},
                {"t 1500, 20×64, ±1, 1/√hd (Whisper)", 1500, 20, 64, 1, 0}};
-  printf("mm accuracy (forced on): max |diff| from portable at 1 / 2 / 3 stagings, and 3 with the lo\n"
-         "products in accumulators of their own\n");
+  static const uint32_t variants[][2] = {{1, 0}, {3, 0}, {3, 1}, {3, 2}, {4, 2}};
+  enum { NV = sizeof variants / sizeof *variants };
+  printf("mm accuracy (forced on): scores | outputs, max |diff| relative to the largest, per variant\n"
+         "(stagings, lo made by): 1 pack (f16 scores), 3 pack, 3 convert, 3 bits, 4 bits (lo accumulators)\n");
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-    uint32_t t = cases[c].t, D = cases[c].heads * cases[c].hd;
-    gpu_buffer *x = random_range(d, (size_t)t * 3 * D, cases[c].range), *o, *scores;
-    if (gpu_buffer_new(d, (size_t)t * D * 4, &o) ||
+    uint32_t t = cases[c].t, hd = cases[c].hd, D = cases[c].heads * hd;
+    size_t xn = (size_t)t * 3 * D, on = (size_t)t * D;
+    float *xh = malloc(xn * sizeof *xh), *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
+    float *s = malloc((size_t)t * t * sizeof *s);
+    if (!xh || !want || !got || !s) exit(1);
+    for (size_t i = 0; i < xn; i++) xh[i] = ((float)rand() / RAND_MAX * 2 - 1) * cases[c].range;
+    gpu_buffer *x, *o, *scores;
+    if (gpu_buffer_from(d, xh, xn * sizeof *xh, &x) || gpu_buffer_new(d, on * 4, &o) ||
         gpu_buffer_new(d, gpu_attention_scratch(t, cases[c].heads) * 4, &scores))
       exit(1);
+    double scale = cases[c].scale ? cases[c].scale : 1 / sqrt((double)hd), stop = 0;
+    double *ref = malloc((size_t)t * t * sizeof *ref);
+    if (!ref) exit(1);
+    for (uint32_t i = 0; i < t; i++)
+      for (uint32_t j = 0; j < t; j++) {
+        double dot = 0;
+        for (uint32_t e = 0; e < hd; e++) dot += (double)xh[(size_t)i * 3 * D + e] * xh[(size_t)j * 3 * D + D + e];
+        ref[(size_t)i * t + j] = scale * dot;
+        stop = fmax(stop, fabs(scale * dot));
+      }
     gpu_attn a = {.q = {x, 0, 3 * D}, .k = {x, D, 3 * D}, .v = {x, 2 * D, 3 * D}, .o = {o, 0, D},
-                  .scores = scores, .t = t, .heads = cases[c].heads, .head_dim = cases[c].hd,
+                  .scores = scores, .t = t, .heads = cases[c].heads, .head_dim = hd,
                   .scale = cases[c].scale};
-    size_t on = (size_t)t * D;
-    float *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
-    if (!want || !got) exit(1);
     printf("%-42s", cases[c].name);
-    for (int p = 0; p <= 4; p++) {
-      use_path(d, p ? GPU_FAST_ATTENTION_MM : -1);
-      gpu_attention_mm_passes(p ? (uint32_t)p : 3);
+    for (int v = -1; v < NV; v++) {
+      use_path(d, v >= 0 ? GPU_FAST_ATTENTION_MM : -1);
+      if (v >= 0) gpu_attention_mm_variant(variants[v][0], variants[v][1]);
       timed(d, &(call){&a, false, false, 0, 0}, 1);
-      if (gpu_download(o, 0, p ? got : want, on * sizeof(float))) exit(1);
-      if (!p) continue;
-      double big = 0, diff = 0;
+      if (gpu_download(o, 0, v >= 0 ? got : want, on * sizeof(float))) exit(1);
+      if (v < 0) continue;
+      if (gpu_download(scores, 0, s, (size_t)t * t * sizeof *s)) exit(1);
+      double sdiff = 0, big = 0, diff = 0;
+      for (size_t e = 0; e < (size_t)t * t; e++) sdiff = fmax(sdiff, fabs(s[e] - ref[e]));
       for (size_t e = 0; e < on; e++) {
         big = fmax(big, fabs(want[e]));
         diff = fmax(diff, fabs(want[e] - got[e]));
       }
-      printf("  %.2e", diff / big);
+      printf("  %.1e|%.1e", sdiff / stop, diff / big);
     }
-    printf("  (of %s)\n", "the largest output");
-    gpu_attention_mm_passes(3);
+    printf("\n");
+    gpu_attention_mm_variant(3, 0);
     gpu_buffer_free(x), gpu_buffer_free(o), gpu_buffer_free(scores);
-    free(want), free(got);
+    free(xh), free(want), free(got), free(s), free(ref);
   }
 }
 

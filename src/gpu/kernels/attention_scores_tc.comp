@@ -54,6 +54,10 @@ layout(constant_id = 0) const uint BATCH = 0;
 // last ones out (f16 scores alone; lo of q only), for accuracy experiments;
 // 4: the three, the lo products summed in accumulators of their own.
 layout(constant_id = 1) const uint PASSES = 3;
+// How lo is made: 0 through packHalf2x16's round trip, 1 through float16_t
+// conversions, 2 hi's value rebuilt from its bits with integer operations
+// (for accuracy experiments).
+layout(constant_id = 2) const uint SPLIT = 0;
 const uint NP = PASSES == 4 ? 3 : PASSES;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
@@ -115,9 +119,25 @@ void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
 
 // f16 of v's pair (hi), or of what that rounding left (lo): v − hi is exact
 // in f32, and f16 keeps it to 2^-11 of itself (subnormal below 6.1e-5).
+// The value of f16 bits h (finite), from integer operations only.
+float half_value(uint h) {
+  uint e = (h >> 10) & 31u, m = h & 1023u;
+  float mag = e == 0u ? float(m) * 5.9604645e-8 : uintBitsToFloat(((e + 112u) << 23) | (m << 13));
+  return (h & 0x8000u) != 0u ? -mag : mag;
+}
+
 uint pack_f16(vec2 v, bool lo) {
   vec2 c = clamp(v, -65504.0, 65504.0);
+  if (SPLIT == 1) {
+    f16vec2 h = f16vec2(c);
+    precise vec2 rest = c - vec2(h);
+    return packFloat2x16(lo ? f16vec2(rest) : h);
+  }
   uint hi = packHalf2x16(c);
+  if (SPLIT == 2) {
+    precise vec2 rest = c - vec2(half_value(hi & 0xffffu), half_value(hi >> 16));
+    return lo ? packHalf2x16(rest) : hi;
+  }
   precise vec2 rest = c - unpackHalf2x16(hi); // not re-associated or folded away
   return lo ? packHalf2x16(clamp(rest, -65504.0, 65504.0)) : hi;
 }
