@@ -274,12 +274,9 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
 }
 
 /* attention_scores_tc's stagings per head_dim step (3: hi + lo scores). */
-static uint32_t mm_passes = 3, mm_split = 0;
+static uint32_t mm_passes = 3;
 
-void gpu_attention_mm_variant(uint32_t passes, uint32_t split) {
-  mm_passes = passes >= 1 && passes <= 4 ? passes : 3;
-  mm_split = split <= 2 ? split : 0;
-}
+void gpu_attention_mm_passes(uint32_t passes) { mm_passes = passes >= 1 && passes <= 3 ? passes : 3; }
 
 /* The two dispatches on the tensor cores, the softmax folded into them:
  * attention_scores_tc writes the scores (excluded keys −1e30) and each row's
@@ -290,8 +287,8 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   bool batched = a->batch > 1;
   uint32_t spec[2] = {batched, hd}, z = batched ? a->batch * a->heads : a->heads;
   uint32_t part_off = (uint32_t)mm_scores(a); /* < 2^32: mm_fits */
-  uint32_t sspec[3] = {batched, mm_passes, mm_split};
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", sspec, 3);
+  uint32_t sspec[2] = {batched, mm_passes};
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", sspec, 2);
   struct {
     uint32_t t, head_dim;
     float scale;

@@ -83,11 +83,8 @@ void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uin
                              uint32_t skip);
 
 /* attention_scores_tc's stagings per head_dim step for later recordings, in
- * this process: 3 (the default: hi + lo f16 scores), 2 (lo of q only), 1
- * (f16 scores alone) or 4 (3, the lo products in accumulators of their own);
- * split 0 makes lo through packHalf2x16, 1 through float16_t conversions, 2
- * from hi's bits by integer operations:
- * bench/attention_speed's accuracy experiments. */
-void gpu_attention_mm_variant(uint32_t passes, uint32_t split);
+ * this process: 3 (the default: hi + lo f16 scores), 2 (lo of q only) or 1
+ * (f16 scores alone): bench/attention_speed's accuracy experiments. */
+void gpu_attention_mm_passes(uint32_t passes);
 
 #endif

@@ -16,8 +16,8 @@
 // gives (−3e38, 0). attention_values_tc combines a row's pairs into the
 // softmax's max and sum (softmax.comp's, up to the order of the sums).
 //
-// q, k  f32, each split when staged in shared memory into hi = f16(x) (to
-//       nearest, clamped to ±65504) and lo = f16(x − hi): a score is
+// q, k  f32 (clamped to ±65504), each split when staged in shared memory
+//       into hi (its top 11 significant bits) and lo = f16(x − hi): a score is
 //       hi_q·hi_k + lo_q·hi_k + hi_q·lo_k, three f16 products per term summed
 //       in f32 (16×16×16), about 2^-22 of |q|·|k| off the f32 score instead of
 //       the 1e-3 of f16(q)·f16(k) alone. The softmax exponentiates a score's
@@ -51,14 +51,8 @@
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
 layout(constant_id = 0) const uint BATCH = 0;
 // Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 and 2 leave the
-// last ones out (f16 scores alone; lo of q only), for accuracy experiments;
-// 4: the three, the lo products summed in accumulators of their own.
+// last ones out (f16 scores alone; lo of q only), for accuracy experiments.
 layout(constant_id = 1) const uint PASSES = 3;
-// How lo is made: 0 through packHalf2x16's round trip, 1 through float16_t
-// conversions, 2 hi's value rebuilt from its bits with integer operations
-// (for accuracy experiments).
-layout(constant_id = 2) const uint SPLIT = 0;
-const uint NP = PASSES == 4 ? 3 : PASSES;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -117,29 +111,16 @@ void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
   }
 }
 
-// f16 of v's pair (hi), or of what that rounding left (lo): v − hi is exact
-// in f32, and f16 keeps it to 2^-11 of itself (subnormal below 6.1e-5).
-// The value of f16 bits h (finite), from integer operations only.
-float half_value(uint h) {
-  uint e = (h >> 10) & 31u, m = h & 1023u;
-  float mag = e == 0u ? float(m) * 5.9604645e-8 : uintBitsToFloat(((e + 112u) << 23) | (m << 13));
-  return (h & 0x8000u) != 0u ? -mag : mag;
-}
-
+// v's pair as f16: hi = its top 11 significant bits (exact in f16 in its
+// normal range), or lo = v − hi (exact in f32, kept by f16 to 2^-11 of itself).
+// hi is cut from the bits, not rounded through f16 and back: NVIDIA's compiler
+// folds that round trip (unpackHalf2x16(packHalf2x16(x)), or through
+// float16_t) into x, even for a precise variable, and lo came out 0 — on the
+// H200 every score was then f16(q)·f16(k)'s (attention_speed acc).
 uint pack_f16(vec2 v, bool lo) {
   vec2 c = clamp(v, -65504.0, 65504.0);
-  if (SPLIT == 1) {
-    f16vec2 h = f16vec2(c);
-    precise vec2 rest = c - vec2(h);
-    return packFloat2x16(lo ? f16vec2(rest) : h);
-  }
-  uint hi = packHalf2x16(c);
-  if (SPLIT == 2) {
-    precise vec2 rest = c - vec2(half_value(hi & 0xffffu), half_value(hi >> 16));
-    return lo ? packHalf2x16(rest) : hi;
-  }
-  precise vec2 rest = c - unpackHalf2x16(hi); // not re-associated or folded away
-  return lo ? packHalf2x16(clamp(rest, -65504.0, 65504.0)) : hi;
+  vec2 hi = uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u);
+  return packHalf2x16(lo ? c - hi : hi);
 }
 uvec4 pack8(vec4 x, vec4 y, bool lo) {
   return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
@@ -165,39 +146,30 @@ void main() {
   uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
   uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
   uint wr = (sg / SG_N) * TM * 16, wc = (sg % SG_N) * TN * 16;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN], lacc[PASSES == 4 ? TM * TN : 1];
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * TN];
   [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  [[unroll]] for (uint x = 0; x < lacc.length(); x++) lacc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, j0, rb, col, 0);
   stage(0, 0);
   barrier();
-  uint st = 0, steps = NP * ((p.head_dim + BK - 1) / BK);
+  uint st = 0, steps = PASSES * ((p.head_dim + BK - 1) / BK);
   for (uint it = 0; it < steps; it++) {
-    uint pass = it % NP, d0 = it / NP * BK;
+    uint pass = it % PASSES, d0 = it / PASSES * BK;
     // The step's last staging is in shared memory: its registers take the next step.
-    if (pass == NP - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
+    if (pass == PASSES - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
       [[unroll]] for (uint a = 0; a < TM; a++)
         coopMatLoadNV(fq[a], sm, st * STAGE + (wr + 16 * a) * ROW + kk, ROW, false);
       [[unroll]] for (uint b = 0; b < TN; b++)
         coopMatLoadNV(fk[b], sm, st * STAGE + (BM + wc + 16 * b) * ROW + kk, ROW, true);
-      if (PASSES == 4 && pass != 0) {
-        [[unroll]] for (uint a = 0; a < TM; a++)
-          [[unroll]] for (uint b = 0; b < TN; b++) lacc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], lacc[a * TN + b]);
-      } else {
-        [[unroll]] for (uint a = 0; a < TM; a++)
-          [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
-      }
+      [[unroll]] for (uint a = 0; a < TM; a++)
+        [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
     }
-    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % NP);
+    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
     barrier();
     st ^= 1;
   }
-
-  if (PASSES == 4)
-    [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = acc[x] + lacc[x];
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
   uint base = sg * 64 * TN;
