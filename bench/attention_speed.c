@@ -16,9 +16,9 @@
  * With a second argument "x", flash_tc's parts are also timed apart (its
  * SKIP experiments: each leaves a part out) at each unbatched shape. With
  * "acc" instead, only the mm path's accuracy, forced on even where its
- * probe failed: at 1, 2 and 3 stagings of attention_scores_tc
- * (gpu_attention_mm_passes) head 0's scores against double and the output
- * against the portable path's, at sharp and mild scores.
+ * probe failed: at each precision (gpu_attention_mm_precision: f16 alone,
+ * hi + lo scores, hi + lo scores and values) head 0's scores against double
+ * and the output against the portable path's, at sharp and mild scores.
  * Build: bench/build_benches.sh BUILD; run: BUILD/attention_speed [reps [x|acc]]. */
 #include <math.h>
 #include <stdio.h>
@@ -169,7 +169,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
   free(want), free(got);
 }
 
-/* The mm path's accuracy per staging count of attention_scores_tc (argv[2]
+/* The mm path's accuracy per precision (argv[2]
  * "acc"): head 0's raw scores against scale·q·k in double, and the output
  * against the portable path's, each relative to its largest magnitude. */
 static void accuracy(gpu_device *d) {
@@ -183,8 +183,8 @@ static void accuracy(gpu_device *d) {
                {"t 300, 2×64, ±1, 1/√hd", 300, 2, 64, 1, 0},
                {"t 1500, 20×64, ±1, 1/√hd (Whisper)", 1500, 20, 64, 1, 0}};
   enum { NV = 3 };
-  printf("mm accuracy (forced on): scores | outputs, max |diff| relative to the largest, at 1 staging\n"
-         "(f16 scores), 2 (and lo of q) and 3 (hi + lo, the default)\n");
+  printf("mm accuracy (forced on): scores | outputs, max |diff| relative to the largest, with f16\n"
+         "alone, hi + lo scores, hi + lo scores and values (the default)\n");
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     uint32_t t = cases[c].t, hd = cases[c].hd, D = cases[c].heads * hd;
     size_t xn = (size_t)t * 3 * D, on = (size_t)t * D;
@@ -212,7 +212,7 @@ static void accuracy(gpu_device *d) {
     printf("%-42s", cases[c].name);
     for (int v = -1; v < NV; v++) {
       use_path(d, v >= 0 ? GPU_FAST_ATTENTION_MM : -1);
-      if (v >= 0) gpu_attention_mm_passes((uint32_t)v + 1);
+      if (v >= 0) gpu_attention_mm_precision((uint32_t)v + 1);
       timed(d, &(call){&a, false, false, 0, 0}, 1);
       if (gpu_download(o, 0, v >= 0 ? got : want, on * sizeof(float))) exit(1);
       if (v < 0) continue;
@@ -226,7 +226,7 @@ static void accuracy(gpu_device *d) {
       printf("  %.1e|%.1e", sdiff / stop, diff / big);
     }
     printf("\n");
-    gpu_attention_mm_passes(3);
+    gpu_attention_mm_precision(3);
     gpu_buffer_free(x), gpu_buffer_free(o), gpu_buffer_free(scores);
     free(xh), free(want), free(got), free(s), free(ref);
   }

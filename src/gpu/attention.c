@@ -273,10 +273,11 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, tiles(hd), tiles(t), z);
 }
 
-/* attention_scores_tc's stagings per head_dim step (3: hi + lo scores). */
-static uint32_t mm_passes = 3;
+/* The tensor-core path's precision (gpu_attention_mm_precision): 3 hi + lo
+ * scores and values, 2 hi + lo scores only, 1 f16 alone. */
+static uint32_t mm_precision = 3;
 
-void gpu_attention_mm_passes(uint32_t passes) { mm_passes = passes >= 1 && passes <= 3 ? passes : 3; }
+void gpu_attention_mm_precision(uint32_t level) { mm_precision = level >= 1 && level <= 3 ? level : 3; }
 
 /* The two dispatches on the tensor cores, the softmax folded into them:
  * attention_scores_tc writes the scores (excluded keys −1e30) and each row's
@@ -285,9 +286,9 @@ void gpu_attention_mm_passes(uint32_t passes) { mm_passes = passes >= 1 && passe
 static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   uint32_t t = a->t, hd = a->head_dim, nt = (t + MM_TILE - 1) / MM_TILE;
   bool batched = a->batch > 1;
-  uint32_t spec[2] = {batched, hd}, z = batched ? a->batch * a->heads : a->heads;
+  uint32_t z = batched ? a->batch * a->heads : a->heads;
   uint32_t part_off = (uint32_t)mm_scores(a); /* < 2^32: mm_fits */
-  uint32_t sspec[2] = {batched, mm_passes};
+  uint32_t sspec[2] = {batched, mm_precision >= 2 ? 3 : 1}; /* stagings per step */
   gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", sspec, 2);
   struct {
     uint32_t t, head_dim;
@@ -299,7 +300,8 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, mask, a->q.buf, a->scores, lens};
   gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, nt, nt, z);
 
-  k = gpu_rec_kernel(rec, "attention_values_tc", spec, 2);
+  uint32_t vspec[3] = {batched, hd, mm_precision == 3 ? 3 : 1};
+  k = gpu_rec_kernel(rec, "attention_values_tc", vspec, 3);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads, part_off, tiles;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads, part_off, nt};

@@ -82,9 +82,10 @@ void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a);
 void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uint32_t kb,
                              uint32_t skip);
 
-/* attention_scores_tc's stagings per head_dim step for later recordings, in
- * this process: 3 (the default: hi + lo f16 scores), 2 (lo of q only) or 1
- * (f16 scores alone): bench/attention_speed's accuracy experiments. */
-void gpu_attention_mm_passes(uint32_t passes);
+/* The tensor-core attention's precision for later recordings, in this
+ * process: 3 (the default: scores and values each as hi + lo f16 products),
+ * 2 (hi + lo scores, f16 probabilities and values) or 1 (f16 alone):
+ * bench/attention_speed's accuracy experiments. */
+void gpu_attention_mm_precision(uint32_t level);
 
 #endif

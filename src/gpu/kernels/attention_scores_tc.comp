@@ -50,8 +50,8 @@
 
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
 layout(constant_id = 0) const uint BATCH = 0;
-// Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 and 2 leave the
-// last ones out (f16 scores alone; lo of q only), for accuracy experiments.
+// Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the others
+// out (f16 scores alone), for accuracy experiments.
 layout(constant_id = 1) const uint PASSES = 3;
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };

@@ -14,9 +14,13 @@
 //       (max, sum) of row z·t + i and key tile x at part_off + ((z·t + i)·
 //       tiles + x)·2
 // P, v  P in f32 (exp and the division as softmax.comp), then P and v
-//       rounded to f16 (to nearest, clamped to ±65504) when staged in
-//       shared memory: one f16 product per term, f32 sums (16×16×16), so an
-//       output is about 1e-3 of Σ|p_j·v_j| off the f32 one.
+//       (clamped to ±65504) each split when staged in shared memory into hi
+//       (its top 11 significant bits) and lo = f16(x − hi), as
+//       attention_scores_tc splits q and k: an output is
+//       Σ hi_P·hi_v + lo_P·hi_v + hi_P·lo_v, three f16 products per term
+//       summed in f32 (16×16×16). With P and v rounded to f16 alone, outputs
+//       were ~3e-4 of the largest off the f32 ones (H200), enough to move a
+//       test model's greedy tokens (test_whisper).
 // HD    (spec constant 1) = head_dim, a multiple of 16 up to 128: a workgroup
 //       owns all of a head's columns, so s is read once.
 // Needs (attention.c checks): v_off and v_stride multiples of 4 (128-bit
@@ -29,9 +33,10 @@
 // gemm_tc.comp's scheme with a = P's rows and W = v (k = keys, row-major):
 // a tile of BM = 64 queries × HD columns per workgroup of 4 subgroups of 32
 // lanes, each owning 16 queries × HD columns (HD/16 accumulators); keys in
-// steps of 32 through two shared stages (the next step's s and v already in
-// registers while the tensor cores work on this one; P is made from s when
-// staged; one barrier a step). Shared rows: P's of 32 halves, v's of HD
+// steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
+// alternating shared stages, one barrier per staging (the next step's s and
+// v are loaded into registers once the step's last staging is written, while
+// the tensor cores work on it; P is made from s when staged). Shared rows: P's of 32 halves, v's of HD
 // halves, each with one 128-bit word of padding. The outputs leave through
 // the same shared memory, a subgroup's HD/16 accumulators side by side: it
 // writes rows of HD floats.
@@ -44,6 +49,9 @@
 layout(local_size_x = 128) in; // 4 subgroups of 32
 layout(constant_id = 0) const uint BATCH = 0;
 layout(constant_id = 1) const uint HD = 64;
+// Stagings per key step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the others out
+// (P and v in f16 alone), for accuracy experiments.
+layout(constant_id = 2) const uint PASSES = 3;
 
 layout(std430, binding = 0) readonly buffer P { float pw[]; }; // the scores and partials
 layout(std430, binding = 0) readonly buffer P4 { vec4 pw4[]; }; // the same buffer, 128 bits at a time
@@ -95,8 +103,16 @@ void fetch(uint i0, uint j0, uint z, uint rb, uint col, uint len) {
   }
 }
 
-uint pack_f16(vec2 v) { return packHalf2x16(clamp(v, -65504.0, 65504.0)); }
-uvec4 pack8(vec4 x, vec4 y) { return uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw)); }
+// v's pair as f16: hi = its top 11 significant bits, or lo = v − hi (see
+// attention_scores_tc.comp: NVIDIA's compiler folds an f16 round trip away).
+uint pack_f16(vec2 v, bool lo) {
+  vec2 c = clamp(v, -65504.0, 65504.0);
+  vec2 hi = uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u);
+  return packHalf2x16(lo ? c - hi : hi);
+}
+uvec4 pack8(vec4 x, vec4 y, bool lo) {
+  return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
+}
 
 // Row i0 + r's max and 1/sum over all its key tiles' partials.
 void row_stats(uint i0, uint z) {
@@ -112,17 +128,20 @@ void row_stats(uint i0, uint z) {
   row_inv[r] = sum > 0.0 ? 1.0 / sum : 0.0;
 }
 
-// Registers → shared stage st, s made into P (softmax.comp's exp(s − m) · (1/l)).
-void stage(uint st) {
+// Registers → shared stage st, s made into P (softmax.comp's exp(s − m) · (1/l)),
+// for staging pass 0 (hi P, hi v), 1 (lo P, hi v) or 2 (hi P, lo v).
+void stage(uint st, uint pass) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint x = 0; x < PL; x++) {
     uint e = tid + x * THREADS;
     float m = row_max[e / 4], inv = row_inv[e / 4];
-    sm[st * STAGE + (e / 4) * PROW + e % 4] = pack8(exp(rp[2 * x] - m) * inv, exp(rp[2 * x + 1] - m) * inv);
+    sm[st * STAGE + (e / 4) * PROW + e % 4] =
+        pack8(exp(rp[2 * x] - m) * inv, exp(rp[2 * x + 1] - m) * inv, pass == 1);
   }
   [[unroll]] for (uint x = 0; x < VL; x++) {
     uint e = tid + x * THREADS;
-    if (e < VC) sm[st * STAGE + BM * PROW + (e / (HD / 8)) * VROW + e % (HD / 8)] = pack8(rv[2 * x], rv[2 * x + 1]);
+    if (e < VC)
+      sm[st * STAGE + BM * PROW + (e / (HD / 8)) * VROW + e % (HD / 8)] = pack8(rv[2 * x], rv[2 * x + 1], pass == 2);
   }
 }
 
@@ -137,12 +156,13 @@ void main() {
   fetch(i0, 0, z, rb, col, len);
   row_stats(i0, z);
   barrier();
-  stage(0);
+  stage(0, 0);
   barrier();
-  uint st = 0;
-  for (uint j0 = 0; j0 < len; j0 += BK) {
-    bool more = j0 + BK < len;
-    if (more) fetch(i0, j0 + BK, z, rb, col, len);
+  uint st = 0, steps = PASSES * ((len + BK - 1) / BK);
+  for (uint it = 0; it < steps; it++) {
+    uint pass = it % PASSES, j0 = it / PASSES * BK;
+    // The step's last staging is in shared memory: its registers take the next step.
+    if (pass == PASSES - 1 && j0 + BK < len) fetch(i0, j0 + BK, z, rb, col, len);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // keys 8·kk .. 8·kk + 15 of the step
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp, fv[ND];
       coopMatLoadNV(fp, sm, st * STAGE + 16 * sg * PROW + kk, PROW, false);
@@ -150,7 +170,7 @@ void main() {
         coopMatLoadNV(fv[n], sm, st * STAGE + BM * PROW + 8 * kk * VROW + 2 * n, VROW, false);
       [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(fp, fv[n], acc[n]);
     }
-    if (more) stage(st ^ 1);
+    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
     barrier();
     st ^= 1;
   }
