@@ -317,12 +317,6 @@ static const struct {
  * 5.0 ms against 0.8. */
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   if (k == GPU_FAST_ATTENTION && strcmp(d->info.type, "cpu") != 0) return "written for CPU devices";
-  /* Its f16 q, k, p and v moved a test model's greedy tokens off the f32
-   * reference's on the H200 (test_whisper's multilingual long clip: one
-   * window from its 20th token), where the f32 attention and gemm_tc's f16
-   * activations keep them: faster (Whisper turbo's encoder attention 836 →
-   * 457 µs a layer) but not faithful enough to be the default. */
-  if (k == GPU_FAST_ATTENTION_MM) return "f16 attention moves tokens off the reference's; STENO_FAST=all uses it";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
    * off on the H200, where it was never timed faster anyway. */
