@@ -33,14 +33,14 @@
 // in steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
 // alternating shared stages, one barrier per staging (the next step's q and k
 // are loaded into registers once the step's last staging is written, while
-// the tensor cores work on it), shared rows of 32 halves and one 128-bit word of padding. The scores leave
-// through the same shared memory, TN accumulators side by side per subgroup:
-// a row of 16·TN scores is 4·TN lanes of 4 consecutive scores, stored 128
-// bits at a time where t is a multiple of 4 (else one float at a time,
-// bounds-checked); those lanes' shuffles give the row's partial over the
-// subgroup's 16·TN keys, and the SG_N subgroups' partials of a row are
-// combined through shared memory into the tile's. Queries and keys past t
-// are read as 0 and not written.
+// the tensor cores work on it), shared rows of 32 halves and one 128-bit
+// word of padding. The scores leave through the same shared memory, TN
+// accumulators side by side per subgroup: a row of 16·TN scores is 4·TN
+// lanes of 4 consecutive scores, stored 128 bits at a time where t is a
+// multiple of 4 (else one float at a time, bounds-checked); those lanes'
+// shuffles give the row's partial over the subgroup's 16·TN keys, and the
+// SG_N subgroups' partials of a row are combined through shared memory into
+// the tile's. Queries and keys past t are read as 0 and not written.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require

@@ -36,10 +36,10 @@
 // steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
 // alternating shared stages, one barrier per staging (the next step's s and
 // v are loaded into registers once the step's last staging is written, while
-// the tensor cores work on it; P is made from s when staged). Shared rows: P's of 32 halves, v's of HD
-// halves, each with one 128-bit word of padding. The outputs leave through
-// the same shared memory, a subgroup's HD/16 accumulators side by side: it
-// writes rows of HD floats.
+// the tensor cores work on it; P is made from s when staged). Shared rows:
+// P's of 32 halves, v's of HD halves, each with one 128-bit word of padding.
+// The outputs leave through the same shared memory, a subgroup's HD/16
+// accumulators side by side: it writes rows of HD floats.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
