@@ -1,5 +1,6 @@
 /* The runtime: device selection errors, buffers, transfers, the recorder's
- * barriers, split submissions, completion marks and descriptor-set reuse. */
+ * barriers, split submissions, completion marks, copies between dispatches
+ * and descriptor-set reuse. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,52 @@ static void replaced_buffer(void) {
   free(a);
   free(b);
   free(y);
+}
+
+/* gpu_copy: copies taken between dispatches see the earlier ones' writes and
+ * not the later ones' (c = x, copied; c = 2x, copied again), land at their
+ * offsets in a readback buffer without touching its other bytes, and a copy
+ * past either buffer's end fails the run with a message. */
+static void copies(gpu_device *d) {
+  const uint32_t n = 64, k = 32;
+  float *w = test_floats(n * k);
+  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f; /* row i picks input i % k */
+  gpu_weight part = {w, n};
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, GPU_F32, k, &part, 1, NULL, 0, &l));
+  float *x = test_random(k, 11), *zero = test_floats(3 * n);
+  gpu_buffer *a = NULL, *c = NULL, *dst = NULL;
+  CHECK_OK(gpu_buffer_from(d, x, k * sizeof *x, &a));
+  CHECK_OK(gpu_buffer_from(d, zero, n * sizeof *zero, &c));
+  CHECK_OK(gpu_buffer_readback_new(d, 3 * n * sizeof(float), &dst));
+  CHECK_OK(gpu_upload(dst, 0, zero, 3 * n * sizeof *zero));
+  gpu_rec *rec;
+  CHECK_OK(gpu_rec_new(d, &rec));
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_gemm(rec, a, &l, c, 1, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_copy(rec, c, 0, dst, n * sizeof(float), n * sizeof(float));
+  gpu_gemm(rec, a, &l, c, 1, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_copy(rec, c, 8, dst, 2 * n * sizeof(float), (n - 2) * sizeof(float));
+  CHECK_OK(gpu_rec_run(rec));
+  float *got = test_floats(3 * n), *want = test_floats(3 * n);
+  CHECK_OK(gpu_download(dst, 0, got, 3 * n * sizeof *got));
+  for (uint32_t i = 0; i < n; i++) want[n + i] = x[i % k];
+  for (uint32_t i = 0; i + 2 < n; i++) want[2 * n + i] = 2 * x[(i + 2) % k];
+  CHECK(!memcmp(got, want, 3 * n * sizeof *got), "copies between dispatches: wrong bytes");
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_copy(rec, c, 4, dst, 0, n * sizeof(float)); /* 4 bytes past c's end */
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "a copy past the source's end ran");
+  CHECK(strstr(steno_last_error(), "copy of") != NULL, "message: %s", steno_last_error());
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_copy(rec, c, 0, dst, 3 * n * sizeof(float) - 4, 8); /* past dst's end */
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "a copy past the destination's end ran");
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_copy(rec, c, 0, dst, 0, 0);
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "an empty copy ran");
+  gpu_rec_free(rec);
+  gpu_buffer_free(a), gpu_buffer_free(c), gpu_buffer_free(dst);
+  gpu_linear_free(&l);
+  free(w), free(x), free(zero), free(got), free(want);
 }
 
 static void bad_use(void) {
@@ -415,6 +462,7 @@ int main(void) {
   chain(true);
   transfers(test_device());
   batched(test_device()); /* mapped memory: the batch changes nothing */
+  copies(test_device());
   /* The staged path a discrete GPU takes, on whatever device this is. */
   setenv("STENO_NO_MAP", "1", 1);
   gpu_device *staged;
@@ -424,6 +472,7 @@ int main(void) {
     CHECK(!gpu_device_info(staged)->unified, "STENO_NO_MAP ignored");
     transfers(staged);
     batched(staged);
+    copies(staged);
     gpu_close(staged);
   }
   replaced_buffer();
