@@ -37,17 +37,21 @@ typedef struct {
   bool relative;
 } shape;
 
-static gpu_buffer *random_range(gpu_device *d, size_t n, float r) {
+/* n random floats in ±r (the caller frees them). */
+static float *random_floats(size_t n, float r) {
   float *v = malloc(n * sizeof *v);
   if (!v) exit(1);
   for (size_t i = 0; i < n; i++) v[i] = ((float)rand() / RAND_MAX * 2 - 1) * r;
+  return v;
+}
+
+static gpu_buffer *random_buffer(gpu_device *d, size_t n) {
+  float *v = random_floats(n, 1.0f);
   gpu_buffer *b;
   if (gpu_buffer_from(d, v, n * sizeof *v, &b)) exit(1);
   free(v);
   return b;
 }
-
-static gpu_buffer *random_buffer(gpu_device *d, size_t n) { return random_range(d, n, 1.0f); }
 
 /* One call recorded: attention by the path the device chooses, or flash_tc
  * with keys per block kb and experiment bits `skip` (flash_tc.comp's SKIP:
@@ -188,10 +192,9 @@ static void accuracy(gpu_device *d) {
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     uint32_t t = cases[c].t, hd = cases[c].hd, D = cases[c].heads * hd;
     size_t xn = (size_t)t * 3 * D, on = (size_t)t * D;
-    float *xh = malloc(xn * sizeof *xh), *want = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
-    float *s = malloc((size_t)t * t * sizeof *s);
-    if (!xh || !want || !got || !s) exit(1);
-    for (size_t i = 0; i < xn; i++) xh[i] = ((float)rand() / RAND_MAX * 2 - 1) * cases[c].range;
+    float *xh = random_floats(xn, cases[c].range), *want = malloc(on * sizeof(float));
+    float *got = malloc(on * sizeof(float)), *s = malloc((size_t)t * t * sizeof *s);
+    if (!want || !got || !s) exit(1);
     gpu_buffer *x, *o, *scores;
     if (gpu_buffer_from(d, xh, xn * sizeof *xh, &x) || gpu_buffer_new(d, on * 4, &o) ||
         gpu_buffer_new(d, gpu_attention_scratch(t, cases[c].heads) * 4, &scores))

@@ -287,7 +287,7 @@ def main() -> int:
     p.add_argument("--features", type=Path, default=None,
                    help="the clip's features for --speech-rate, as --save-features wrote them")
     p.add_argument("--save-features", type=Path, default=None, metavar="NPZ",
-                   help="only write the clip's features (transformers' extractor) to NPY")
+                   help="only write the clip's features (transformers' extractor) to NPZ")
     a = p.parse_args()
     if a.save_features:
         np.savez(a.save_features, **clip_features(a.clip))

@@ -79,10 +79,12 @@ void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s-
 
 void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_split(s->rec, on); }
 
-static gpu_search_mode mode_from_env(void) {
+/* STENO_SEARCH's mode; *whole: "chunks" (steps, never in parts). */
+static gpu_search_mode mode_from_env(bool *whole) {
   const char *e = getenv("STENO_SEARCH");
+  *whole = e && !strcasecmp(e, "chunks");
   if (e && !strcasecmp(e, "persistent")) return GPU_SEARCH_PERSISTENT;
-  if (e && (!strcasecmp(e, "steps") || !strcasecmp(e, "chunks"))) return GPU_SEARCH_STEPS;
+  if (e && (!strcasecmp(e, "steps") || *whole)) return GPU_SEARCH_STEPS;
   return GPU_SEARCH_AUTO;
 }
 
@@ -91,7 +93,8 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
   gpu_transducer_search *s = mem_alloc(1, sizeof *s);
   if (!s) return STENO_ERR_NOMEM;
   s->g = g;
-  s->mode = mode_from_env();
+  bool whole;
+  s->mode = mode_from_env(&whole);
   size_t H = (size_t)g->hidden, hc = 2 * (size_t)g->layers * H * sizeof(float);
   gpu_device *d = g->dev;
   int st = gpu_buffer_new(d, ST_WORDS * 4, &s->state);
@@ -106,8 +109,7 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
     return st;
   }
   gpu_rec_profile(s->rec, "transducer search");
-  const char *e = getenv("STENO_SEARCH");
-  if (e && !strcasecmp(e, "chunks")) gpu_rec_split(s->rec, false); /* steps, whole chunks */
+  if (whole) gpu_rec_split(s->rec, false);
   *out = s;
   return 0;
 }
