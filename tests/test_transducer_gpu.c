@@ -164,7 +164,7 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
  * time in the same search with fewer clips. */
 static void batch(const char *what, int hidden, int joint, int vocab, int n_dur, int max_symbols,
                   const int *lens, int n, uint32_t seed, float blank_boost, float dur0_boost) {
-  enum { MAX_CLIPS = 8 };
+  enum { MAX_CLIPS = 300 };
   int rows = 0;
   for (int i = 0; i < n; i++) rows = lens[i] > rows ? lens[i] : rows;
   model x;
@@ -321,6 +321,11 @@ int main(void) {
   batch("batch TDT 640, blank-heavy", 640, 640, 1025, 5, 10, four, 4, 1200, 0.6f, 0);
   batch("batch RNN-T 320, no blanks", 320, 320, 1025, 0, 2, three, 3, 1300, -1e4f, 0);
   batch("batch TDT 640, 13 000 classes", 640, 640, 13000, 5, 10, two, 2, 1400, 0, 0);
+  /* More clips than one steps search takes (256): two turns, clips of 0 to
+   * 12 frames. */
+  static int many[300];
+  for (int i = 0; i < 300; i++) many[i] = (i * 7) % 13;
+  batch("batch small TDT, 300 clips", 32, 48, 41, 5, 4, many, 300, 1500, 0, 1.0f);
   aborts();
   bad_max_symbols();
   bad_batches();

@@ -1,7 +1,8 @@
 /* Greedy transducer decoding on the GPU. Steps mode: per step the joint and
  * pick (one dispatch), one LSTM dispatch per layer and the predictor
- * projection, recorded in chunks of steps; each kernel does nothing once the
- * search is done, so a chunk may run past the end. Where the recorder splits
+ * projection, each over every clip of the batch (a row of workgroups per
+ * clip), recorded in chunks of steps; each kernel does nothing for a clip
+ * whose search is done, so a chunk may run past the end. Where the recorder splits
  * submissions (a discrete GPU), a chunk is recorded in parts, each its own
  * submission, and stops once a finished part says the search ended: the GPU
  * runs one part while the next is recorded. Persistent mode: one
@@ -20,7 +21,13 @@
 #include "base/mem.h"
 #include "base/timer.h"
 
-enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT, ST_WORDS };
+/* Steps mode's state (rnnt_joint.comp): a header of ST_WORDS words, then
+ * ST_WORDS per clip. */
+enum { ST_SEARCHING }; /* header: the clips still searching */
+enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT,
+       ST_T, ST_FIRST, ST_BASE, ST_WORDS = 16 };
+/* The most clips one steps search takes at once (more go in turns). */
+enum { STEPS_CLIPS = 256 };
 /* rnnt_search.comp's state words per clip. */
 enum { PS_DONE, PS_STEP, PS_LEFT, PS_SYMBOLS, PS_OUT, PS_ROOM, PS_BASE, PS_T, PS_FIRST, PS_FRESH,
        PS_WORDS = 16 };
@@ -47,8 +54,9 @@ struct gpu_transducer_search {
   gpu_search_mode mode;
   gpu_rec *rec;
   gpu_buffer *state, *h, *c, *p, *logits, *out; /* out: room for `room` tokens */
-  gpu_buffer *mirror; /* the state after each part (PARTS_MAX slots), for the host */
+  gpu_buffer *mirror; /* the state's header after each part (PARTS_MAX slots), for the host */
   uint32_t room;
+  uint32_t lanes; /* clips the steps buffers (state, h, c, p, logits) hold */
   gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
   uint32_t clips;
   uint32_t budget; /* gpu_transducer_search_force: steps per dispatch (0: not forced) */
@@ -79,6 +87,25 @@ void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s-
 
 void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_split(s->rec, on); }
 
+/* The steps buffers for n clips, grown as needed. */
+static int fit_lanes(gpu_transducer_search *s, uint32_t n) {
+  if (s->state && s->lanes >= n) return 0;
+  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
+  s->state = s->h = s->c = s->p = s->logits = NULL;
+  s->lanes = 0;
+  const gpu_transducer *g = s->g;
+  size_t hc = (size_t)n * 2 * (size_t)g->layers * (size_t)g->hidden * sizeof(float);
+  gpu_device *d = g->dev;
+  TRY(gpu_buffer_new(d, ((size_t)n + 1) * ST_WORDS * 4, &s->state));
+  TRY(gpu_buffer_new(d, hc, &s->h));
+  TRY(gpu_buffer_new(d, hc, &s->c));
+  TRY(gpu_buffer_new(d, (size_t)n * (size_t)g->joint * sizeof(float), &s->p));
+  TRY(gpu_buffer_new(d, (size_t)n * (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits));
+  s->lanes = n;
+  return 0;
+}
+
 /* STENO_SEARCH's mode; *whole: "chunks" (steps, never in parts). */
 static gpu_search_mode mode_from_env(bool *whole) {
   const char *e = getenv("STENO_SEARCH");
@@ -95,13 +122,8 @@ int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **o
   s->g = g;
   bool whole;
   s->mode = mode_from_env(&whole);
-  size_t H = (size_t)g->hidden, hc = 2 * (size_t)g->layers * H * sizeof(float);
   gpu_device *d = g->dev;
-  int st = gpu_buffer_new(d, ST_WORDS * 4, &s->state);
-  if (!st) st = gpu_buffer_new(d, hc, &s->h);
-  if (!st) st = gpu_buffer_new(d, hc, &s->c);
-  if (!st) st = gpu_buffer_new(d, (size_t)g->joint * sizeof(float), &s->p);
-  if (!st) st = gpu_buffer_new(d, (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits);
+  int st = fit_lanes(s, 1);
   if (!st) st = gpu_buffer_readback_new(d, (size_t)PARTS_MAX * ST_WORDS * 4, &s->mirror);
   if (!st) st = gpu_rec_new(d, &s->rec);
   if (st) {
@@ -301,9 +323,9 @@ int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **ou
   return new_decoder(dev, m, out);
 }
 
-/* The LSTM on the token in state[ST_TOK] and the predictor projection (both
- * do nothing unless state[ST_EMIT]). */
-static void record_predict(gpu_transducer_search *s) {
+/* The LSTM on each clip's token (ST_TOK) and the predictor projection, for
+ * n clips (both do nothing for a clip unless its ST_EMIT). */
+static void record_predict(gpu_transducer_search *s, uint32_t n) {
   const gpu_transducer *g = s->g;
   uint32_t H = (uint32_t)g->hidden, L = (uint32_t)g->layers;
   gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", NULL, 0);
@@ -311,25 +333,25 @@ static void record_predict(gpu_transducer_search *s) {
   gpu_buffer *lb[] = {s->state, g->wts, s->h, s->c};
   for (uint32_t l = 0; l < L; l++) {
     uint32_t push[4] = {H, l, L, (uint32_t)g->vocab};
-    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, 1, 1); /* 4 units each */
+    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, n, 1); /* 4 units each */
   }
   uint32_t push[4] = {H, (uint32_t)g->joint, L, g->off_pred};
   gpu_buffer *b[] = {s->state, g->wts, s->h, s->p};
-  gpu_dispatch(s->rec, pred, b, 4, push, sizeof push, ((uint32_t)g->joint + 31) / 32, 1, 1);
+  gpu_dispatch(s->rec, pred, b, 4, push, sizeof push, ((uint32_t)g->joint + 31) / 32, n, 1);
 }
 
-static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
-                         uint32_t stride, int n) {
+/* `steps` steps of the search over n clips. */
+static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride, uint32_t n,
+                         int steps) {
   const gpu_transducer *g = s->g;
   uint32_t R = (uint32_t)(g->vocab + g->n_dur);
   gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", NULL, 0);
-  uint32_t push[10] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
-                       clip.t, (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols,
-                       g->off_out, clip.first};
+  uint32_t push[8] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
+                      (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols, g->off_out};
   gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out};
-  for (int i = 0; i < n; i++) {
-    gpu_dispatch(s->rec, joint, b, 7, push, sizeof push, (R + 31) / 32, 1, 1);
-    record_predict(s);
+  for (int i = 0; i < steps; i++) {
+    gpu_dispatch(s->rec, joint, b, 7, push, sizeof push, (R + 31) / 32, n, 1);
+    record_predict(s, n);
   }
 }
 
@@ -375,78 +397,112 @@ static int next_chunk(const uint32_t *st, uint32_t t, uint32_t room, int chunk) 
 }
 
 /* Records a chunk as parts of PART_STEPS steps (where the recorder splits),
- * each a submission of its own (gpu_rec_flush) that ends by copying the state
- * into its slot of the mirror; submitting part p waits for part p − 1, whose
- * slot then says whether the search has ended. So at most the part in flight
- * and the one just finished run past the end, and the next part is recorded
- * while one runs. Stops there, or after PARTS_MAX parts. */
-static int record_parts(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
-                        uint32_t stride, const transducer_abort *stop, int *recorded) {
+ * each a submission of its own (gpu_rec_flush) that ends by copying the
+ * state's header into its slot of the mirror; submitting part p waits for
+ * part p − 1, whose slot then says whether any clip is still searching. So
+ * at most the part in flight and the one just finished run past the end, and
+ * the next part is recorded while one runs. Stops there, or after PARTS_MAX
+ * parts. */
+static int record_parts(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride, uint32_t n,
+                        const transducer_abort *stop, int *recorded) {
   for (int p = 0; p < PARTS_MAX; p++) {
-    record_steps(s, enc, clip, stride, PART_STEPS);
+    record_steps(s, enc, stride, n, PART_STEPS);
     gpu_copy(s->rec, s->state, 0, s->mirror, (size_t)p * ST_WORDS * 4, ST_WORDS * 4);
     *recorded += PART_STEPS;
     TRY(gpu_rec_flush(s->rec));
-    uint32_t done = 0;
-    if (p > 0) TRY(gpu_download(s->mirror, ((size_t)(p - 1) * ST_WORDS + ST_DONE) * 4, &done, 4));
-    if (done) return 0;
+    uint32_t searching = 1;
+    if (p > 0)
+      TRY(gpu_download(s->mirror, ((size_t)(p - 1) * ST_WORDS + ST_SEARCHING) * 4, &searching, 4));
+    if (!searching) return 0;
     TRY(transducer_check_abort(stop));
   }
   return 0;
 }
 
-/* The steps search over one clip. */
-static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, gpu_transducer_clip clip,
-                        uint32_t stride, const transducer_abort *stop, dec_tokens *out) {
+/* The steps search over n ≤ STEPS_CLIPS clips at once: every step advances
+ * each clip still searching. */
+static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
+                        const gpu_transducer_clip *clips, uint32_t n, const transducer_abort *stop,
+                        dec_tokens *out) {
   const gpu_transducer *g = s->g;
-  uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clip.t);
-  uint32_t room = steps > 0 ? (uint32_t)steps : 1;
-  TRY(fit(s, room));
-  uint32_t st[ST_WORDS] = {0};
-  st[ST_DONE] = !(clip.t > 0 && steps > 0);
-  st[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
-  st[ST_EMIT] = 1; /* the search starts from the blank token fed to a zero state */
-  st[ST_TOK] = (uint32_t)g->vocab - 1;
-  st[ST_ROOM] = room;
-  size_t hc = 2 * (size_t)g->layers * g->hidden * sizeof(float);
+  size_t words = ((size_t)n + 1) * ST_WORDS;
+  uint32_t *st = mem_alloc(words, sizeof *st);
+  if (!st) return STENO_ERR_NOMEM;
+  memset(st, 0, words * sizeof *st);
+  uint32_t base = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t *c = st + (i + 1) * ST_WORDS;
+    uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clips[i].t);
+    c[ST_DONE] = !(clips[i].t > 0 && steps > 0);
+    c[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
+    c[ST_EMIT] = 1; /* the search starts from the blank token fed to a zero state */
+    c[ST_TOK] = (uint32_t)g->vocab - 1;
+    c[ST_ROOM] = steps > 0 ? (uint32_t)steps : 1;
+    c[ST_T] = clips[i].t;
+    c[ST_FIRST] = clips[i].first;
+    c[ST_BASE] = base;
+    base += c[ST_ROOM];
+    st[ST_SEARCHING] += !c[ST_DONE];
+  }
+  size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
-  if (!zeros) return STENO_ERR_NOMEM;
-  memset(zeros, 0, hc);
+  int rc = zeros ? 0 : STENO_ERR_NOMEM;
+  if (!rc) rc = fit(s, base);
+  if (!rc) rc = fit_lanes(s, n);
   /* Where a search's host time goes (STENO_LOG=debug): the GPU's share is
    * small next to the round trips on a discrete GPU. */
   double t0 = time_now(), t_rec = 0, t_run = 0, t_state = 0;
   int chunks = 0, recorded = 0;
   bool parts = gpu_rec_splits(s->rec);
-  int rc = gpu_upload(s->state, 0, st, sizeof st);
+  if (!rc) {
+    memset(zeros, 0, hc);
+    rc = gpu_upload(s->state, 0, st, words * 4);
+  }
   if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
   if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
   free(zeros);
   double t1 = time_now();
-  for (int chunk = CHUNK_FIRST, first = 1; !rc && !st[ST_DONE]; first = 0) {
+  /* The host's own count from the clips' done words decides the loop (the
+   * header only stops parts early). */
+  for (int chunk = st[ST_SEARCHING] ? CHUNK_FIRST : 0, first = 1; !rc && chunk > 0; first = 0) {
     double a = time_now();
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
-    if (first) record_predict(s);
+    if (first) record_predict(s, n);
     if (parts) {
-      if ((rc = record_parts(s, enc, clip, stride, stop, &recorded))) break;
+      if ((rc = record_parts(s, enc, stride, n, stop, &recorded))) break;
     } else {
-      record_steps(s, enc, clip, stride, chunk);
+      record_steps(s, enc, stride, n, chunk);
       recorded += chunk;
     }
     double b = time_now();
     if ((rc = gpu_rec_run(s->rec))) break;
     double c = time_now();
-    if ((rc = gpu_download(s->state, 0, st, sizeof st))) break;
+    if ((rc = gpu_download(s->state, 0, st, words * 4))) break;
     t_rec += b - a, t_run += c - b, t_state += time_now() - c;
     chunks++;
-    chunk = next_chunk(st, clip.t, room, chunk);
+    int want = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      const uint32_t *ci = st + (i + 1) * ST_WORDS;
+      int next = ci[ST_DONE] ? 0 : next_chunk(ci, ci[ST_T], ci[ST_ROOM], chunk);
+      want = next > want ? next : want;
+    }
+    chunk = want;
   }
   double t2 = time_now();
-  if (!rc) rc = take_tokens(s, 0, st[ST_OUT] < room ? st[ST_OUT] : room, out);
-  log_debug("transducer search: %u frames, %u steps (%u tokens) in %d chunks of %d recorded%s; "
-            "uploads %.2f ms, recording %.2f, runs %.2f, state downloads %.2f, tokens %.2f ms",
-            clip.t, room - 1 - st[ST_LEFT], st[ST_OUT], chunks, recorded,
-            parts ? " in parts" : "", (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3,
-            t_state * 1e3, (time_now() - t2) * 1e3);
+  uint32_t steps = 0, tokens = 0;
+  for (uint32_t i = 0; !rc && i < n; i++) {
+    const uint32_t *c = st + (i + 1) * ST_WORDS;
+    uint32_t taken = c[ST_ROOM] - 1 - c[ST_LEFT];
+    steps = taken > steps ? taken : steps;
+    tokens += c[ST_OUT];
+    rc = take_tokens(s, c[ST_BASE], c[ST_OUT] < c[ST_ROOM] ? c[ST_OUT] : c[ST_ROOM], &out[i]);
+  }
+  log_debug("transducer search: %u clips (%u frames in the first), %u steps at most (%u tokens) "
+            "in %d chunks of %d recorded%s; uploads %.2f ms, recording %.2f, runs %.2f, state "
+            "downloads %.2f, tokens %.2f ms",
+            n, clips[0].t, steps, tokens, chunks, recorded, parts ? " in parts" : "",
+            (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3, t_state * 1e3, (time_now() - t2) * 1e3);
+  free(st);
   return rc;
 }
 
@@ -543,7 +599,10 @@ int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint3
   bool want = s->mode == GPU_SEARCH_PERSISTENT || (s->mode == GPU_SEARCH_AUTO && n >= GPU_SEARCH_AUTO_BATCH);
   bool persistent = (s->budget && g->pwg) || (want && gpu_transducer_persistent(g));
   if (persistent) return persistent_search(s, enc, stride, clips, n, stop, out);
-  for (int i = 0; i < n; i++) TRY(steps_search(s, enc, clips[i], stride, stop, &out[i]));
+  for (int i = 0; i < n; i += STEPS_CLIPS) {
+    uint32_t k = (uint32_t)(n - i < STEPS_CLIPS ? n - i : STEPS_CLIPS);
+    TRY(steps_search(s, enc, stride, clips + i, k, stop, out + i));
+  }
   return 0;
 }
 

@@ -3,8 +3,8 @@
  * and each step's choice in kernels, so the weights stay on the device and
  * the host only looks, every few hundred steps, whether the search has
  * ended. Two ways to run it: "steps" (rnnt_joint, rnnt_lstm, rnnt_pred.comp:
- * ~4 dispatches per step, each product spread over many workgroups, one
- * clip at a time) and "persistent" (rnnt_search.comp: one workgroup per clip
+ * ~4 dispatches per step, each product spread over many workgroups, a row
+ * of them per clip of a batch) and "persistent" (rnnt_search.comp: one workgroup per clip
  * looping over up to 512 steps per dispatch, a batch of clips at once). It
  * is an nn/ block, not gpu/, because it takes decode/'s transducer weights
  * and gives its token lists; the transducer families (Parakeet, GigaAM)
@@ -72,7 +72,8 @@ typedef struct {
 /* transducer_greedy over each of n clips of enc (rows of `stride`, clips
  * anywhere in it, e.g. [n][t_max] padded), the tokens of clip i appended to
  * out[i]: the same tokens as n separate searches. Persistent mode searches
- * all clips in one dispatch per chunk of steps; steps mode one after another.
+ * all clips in one dispatch per chunk of steps; steps mode advances every
+ * clip (up to 256 at once) in each step's dispatches.
  * Polls stop before each chunk. */
 int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
                                 const gpu_transducer_clip *clips, int n, const transducer_abort *stop,

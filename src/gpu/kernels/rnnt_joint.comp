@@ -1,32 +1,37 @@
 #version 450
 // rnnt_joint: one step of greedy transducer search (RNN-T and TDT) as
-// decode/transducer.c's transducer_greedy, in two parts in one dispatch:
-// 1. every workgroup: the joint network at the frame the search is at,
-//      z = act(enc[step] + p),  logits[r] = b[r] + Σ_c w[r][c]·z[c]
+// decode/transducer.c's transducer_greedy, for every clip of a batch that is
+// still searching (clip = gl_WorkGroupID.y), in two parts in one dispatch:
+// 1. every workgroup: the joint network at the frame the clip's search is at,
+//      z = act(enc[first + step] + p),  logits[r] = b[r] + Σ_c w[r][c]·z[c]
 //    (the bias added to the whole sum, as joint());
-// 2. the workgroup that finishes last (a counter in state[9]): the pick —
-//    the token (first maximum of the vocabulary's logits, blank = vocab − 1),
-//    for TDT the duration (first maximum of the duration logits), the
-//    token's confidence, and the move. One dispatch instead of two: the
+// 2. the clip's workgroup that finishes last (a counter in its state): the
+//    pick — the token (first maximum of the vocabulary's logits, blank =
+//    vocab − 1), for TDT the duration (first maximum of the duration logits),
+//    the token's confidence, and the move. One dispatch instead of two: the
 //    search is bound by dispatch latency (docs/perf.md).
-// state  uint (binding 0), written by the last workgroup's invocation 0:
+// state  uint (binding 0): words 0 .. 15 a header, [0] the clips still
+//        searching (decremented as each ends); clip c's 16 words from 16·(c + 1),
+//        written by its last workgroup's invocation 0:
 //        [0] done  [1] step (frame)  [2] steps left  [3] tokens of duration 0 at this frame
 //        [4] emit: the LSTM takes `tok` this step  [5] cur: which h/c copy is current
 //        [6] tok  [7] tokens out  [8] room for tokens  [9] workgroups finished
-// enc    f32 (binding 1): the joint's encoder projection, frame s at
-//        (first + s)·stride
-// p      f32 (binding 2): the predictor's projection [joint]
+//        [10] t (frames)  [11] first (its encoder row)  [12] base (its first token in out)
+// enc    f32 (binding 1): the joint's encoder projection, frame s of the clip
+//        at (first + s)·stride
+// p      f32 (binding 2): the predictor's projection [clips][joint]
 // wts    f32 (binding 3): the packed weights (rnnt_search.comp): the output
 //        layer w [rows][joint] at `at`, then b [rows]
-// logits f32 (binding 4): [rows] (vocabulary with blank, then TDT durations)
+// logits f32 (binding 4): [clips][rows] (vocabulary with blank, then TDT durations)
 // dur    int (binding 5): the durations in frames (TDT)
-// out    uint (binding 6): per token id, frame, frames, confidence (f32 bits)
+// out    uint (binding 6): per token id, frame, frames, confidence (f32 bits),
+//        clip c's from base
 // A workgroup of 256 takes 32 rows, 8 invocations per row (neighbours read
 // neighbouring words), their partial sums added in shared memory; z in
 // shared memory too (joint ≤ 4096). A token that is not blank is written out
 // and fed to the LSTM (emit); the previous step's emit makes its new state
 // current here. Confidence: 1 − H(softmax)/ln(vocab) in f32 (the CPU path
-// sums in f64). Nothing once done.
+// sums in f64). Nothing for a clip once it is done.
 layout(local_size_x = 8, local_size_y = 32) in;
 
 layout(std430, binding = 0) coherent buffer State { uint state[]; };
@@ -39,15 +44,17 @@ layout(std430, binding = 6) writeonly buffer Out { uint outv[]; };
 
 layout(push_constant) uniform Push {
   uint stride, joint, rows, act; // act: 0 ReLU, 1 sigmoid, 2 tanh
-  uint t, vocab, n_dur, max_symbols;
-  uint at, first;
+  uint vocab, n_dur, max_symbols, at;
 } pc;
+
+const uint WORDS = 16; // a clip's state words (and the header's)
 
 shared float z[4096], part[32][8];
 shared float sv[256];
 shared uint si[256];
 shared float red[256];
 shared bool last;
+uint sb, lb; // the clip's state and logits
 
 // The first maximum over this invocation's share of x[0..n), then over the workgroup.
 void first_max(uint n) {
@@ -55,7 +62,7 @@ void first_max(uint n) {
   float best = 0.0;
   uint at = 0xffffffffu;
   for (uint i = l; i < n; i += 256) {
-    float x = logits[i];
+    float x = logits[lb + i];
     if (at == 0xffffffffu || x > best) best = x, at = i;
   }
   sv[l] = best;
@@ -92,13 +99,13 @@ void pick_step(uint me) {
   float conf = 0.0;
   if (tok != blank) {
     float s = 0.0;
-    for (uint i = l; i < V; i += 256) s += exp(logits[i] - mx);
+    for (uint i = l; i < V; i += 256) s += exp(logits[lb + i] - mx);
     total(s);
     float sum = red[0];
     barrier();
     float e = 0.0;
     for (uint i = l; i < V; i += 256) {
-      float q = exp(logits[i] - mx) / sum;
+      float q = exp(logits[lb + i] - mx) / sum;
       e -= q * log(q + 1e-10);
     }
     total(e);
@@ -109,18 +116,19 @@ void pick_step(uint me) {
   if (pc.n_dur > 0) {
     uint best = 0;
     for (uint k = 1; k < pc.n_dur; k++)
-      if (logits[V + k] > logits[V + best]) best = k;
+      if (logits[lb + V + k] > logits[lb + V + best]) best = k;
     d = dur[best];
   }
-  uint step = state[1], left = state[2], symbols = state[3], n = state[7];
-  uint cur = state[5] ^ state[4]; // last step's token has been fed: its state is current
+  uint step = state[sb + 1], left = state[sb + 2], symbols = state[sb + 3], n = state[sb + 7];
+  uint cur = state[sb + 5] ^ state[sb + 4]; // last step's token has been fed: its state is current
   uint emit = 0;
   if (tok != blank) {
-    if (n < state[8]) {
-      outv[4 * n + 0] = tok;
-      outv[4 * n + 1] = step;
-      outv[4 * n + 2] = uint(d);
-      outv[4 * n + 3] = floatBitsToUint(conf);
+    if (n < state[sb + 8]) {
+      uint o = 4 * (state[sb + 12] + n);
+      outv[o + 0] = tok;
+      outv[o + 1] = step;
+      outv[o + 2] = uint(d);
+      outv[o + 3] = floatBitsToUint(conf);
     }
     n++;
     emit = 1;
@@ -134,24 +142,27 @@ void pick_step(uint me) {
     step += move;
     symbols = 0u;
   }
-  bool go = step < pc.t && left > 0 && n < state[8];
-  state[0] = go ? 0 : 1;
-  state[1] = step;
-  state[2] = go ? left - 1 : left;
-  state[3] = symbols;
-  state[4] = emit;
-  state[5] = cur;
-  state[6] = tok;
-  state[7] = n;
-  state[9] = 0; // the counter, for the next step
+  bool go = step < state[sb + 10] && left > 0 && n < state[sb + 8];
+  state[sb + 0] = go ? 0 : 1;
+  state[sb + 1] = step;
+  state[sb + 2] = go ? left - 1 : left;
+  state[sb + 3] = symbols;
+  state[sb + 4] = emit;
+  state[sb + 5] = cur;
+  state[sb + 6] = tok;
+  state[sb + 7] = n;
+  state[sb + 9] = 0; // the counter, for the next step
+  if (!go) atomicAdd(state[0], 0xffffffffu); // one clip fewer searching
 }
 
 void main() {
-  if (state[0] != 0) return;
+  sb = WORDS * (gl_WorkGroupID.y + 1);
+  lb = gl_WorkGroupID.y * pc.rows;
+  if (state[sb] != 0) return;
   uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * 8 + lane;
-  uint e = (pc.first + state[1]) * pc.stride;
+  uint e = (state[sb + 11] + state[sb + 1]) * pc.stride, pb = gl_WorkGroupID.y * pc.joint;
   for (uint c = me; c < pc.joint; c += 256) {
-    float v = enc[e + c] + pv[c];
+    float v = enc[e + c] + pv[pb + c];
     z[c] = pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
   }
   barrier();
@@ -164,12 +175,12 @@ void main() {
   if (lane == 0 && r < pc.rows) {
     float sum = 0.0;
     for (uint i = 0; i < 8; i++) sum += part[y][i];
-    logits[r] = wts[pc.at + pc.rows * pc.joint + r] + sum;
+    logits[lb + r] = wts[pc.at + pc.rows * pc.joint + r] + sum;
   }
   // Hand-off: this workgroup's logits visible, then count it in.
   memoryBarrierBuffer();
   barrier();
-  if (me == 0) last = atomicAdd(state[9], 1u) == gl_NumWorkGroups.x - 1;
+  if (me == 0) last = atomicAdd(state[sb + 9], 1u) == gl_NumWorkGroups.x - 1;
   barrier();
   if (!last) return;
   memoryBarrierBuffer();

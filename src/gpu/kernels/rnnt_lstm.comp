@@ -1,15 +1,16 @@
 #version 450
 // rnnt_lstm: one LSTM layer of the transducer's predictor, fed the token the
-// search just emitted (rnnt_joint.comp's state[4]; nothing otherwise), as
-// decode/transducer.c's predict(): gates = (b + Wx·x) + Wh·h, in order i, f,
-// g, o; c' = f·c + i·g; h' = o·tanh(c').
-// state  uint (binding 0): [0] done, [4] emit, [5] cur, [6] tok
+// search of clip gl_WorkGroupID.y just emitted (its emit word; nothing
+// otherwise), as decode/transducer.c's predict(): gates = (b + Wx·x) + Wh·h,
+// in order i, f, g, o; c' = f·c + i·g; h' = o·tanh(c').
+// state  uint (binding 0): clip c's words from 16·(c + 1) (rnnt_joint.comp):
+//        [0] done, [4] emit, [5] cur, [6] tok
 // wts    f32 (binding 1): the weights packed (rnnt_search.comp's layout):
 //        embed [vocab][hidden] (layer 0's input is row tok), then per layer
 //        Wx [4·hidden][hidden], Wh [4·hidden][hidden], b [4·hidden]
 //        (bias_ih + bias_hh)
-// h, c   f32 (bindings 2, 3): [2][layers][hidden]: copy cur is read, copy
-//        cur ^ 1 written (layer l > 0 reads layer l − 1 there)
+// h, c   f32 (bindings 2, 3): [clips][2][layers][hidden]: copy cur is read,
+//        copy cur ^ 1 written (layer l > 0 reads layer l − 1 there)
 // A workgroup of 256 takes U = 4 units: their 16 gate rows, LN = 16
 // invocations per row (neighbours read neighbouring words), partial sums
 // added in shared memory, where the four gates of a unit meet for the cell
@@ -31,13 +32,15 @@ shared float xs[2048], hs[2048], px[4 * U][LN], ph[4 * U][LN], gate[4][U];
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
 void main() {
-  if (state[0] != 0 || state[4] == 0) return;
-  uint H = pc.hidden, L = pc.layers, l = pc.layer, cur = state[5], nxt = cur ^ 1u;
+  uint sb = 16 * (gl_WorkGroupID.y + 1);
+  if (state[sb] != 0 || state[sb + 4] == 0) return;
+  uint H = pc.hidden, L = pc.layers, l = pc.layer, cur = state[sb + 5], nxt = cur ^ 1u;
+  uint hb = gl_WorkGroupID.y * 2 * L * H; // the clip's h and c
   uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * LN + lane;
   uint wx = pc.vocab * H + l * (8 * H * H + 4 * H), wh = wx + 4 * H * H, b = wh + 4 * H * H;
   for (uint i = me; i < H; i += 256) {
-    xs[i] = l == 0 ? wts[state[6] * H + i] : h[(nxt * L + l - 1) * H + i];
-    hs[i] = h[(cur * L + l) * H + i];
+    xs[i] = l == 0 ? wts[state[sb + 6] * H + i] : h[hb + (nxt * L + l - 1) * H + i];
+    hs[i] = h[hb + (cur * L + l) * H + i];
   }
   barrier();
   uint k = y / U, u = y % U, j = gl_WorkGroupID.x * U + u, row = k * H + j;
@@ -60,7 +63,7 @@ void main() {
   if (j >= H) return;
   float ig = sigmoid(gate[0][y]), fg = sigmoid(gate[1][y]), gg = tanh(gate[2][y]),
         og = sigmoid(gate[3][y]);
-  float cn = fg * c[(cur * L + l) * H + j] + ig * gg;
-  c[(nxt * L + l) * H + j] = cn;
-  h[(nxt * L + l) * H + j] = og * tanh(cn);
+  float cn = fg * c[hb + (cur * L + l) * H + j] + ig * gg;
+  c[hb + (nxt * L + l) * H + j] = cn;
+  h[hb + (nxt * L + l) * H + j] = og * tanh(cn);
 }
