@@ -1,5 +1,7 @@
 /* gemm: every weight type, every epilogue, zero bias, stacked weights, padded
  * outputs, dual outputs, over the row counts the models use. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +195,74 @@ static void parakeet_down(void) {
   free(w), free(bias), free(bytes);
 }
 
+/* gpu_gemm_norm at shapes that split k (checked first, so that the fused
+ * reduce is what runs): c as gpu_gemm_strided writes it (the same bits), y
+ * as gpu_layer_norm writes it after (the same bits: the same sums in the
+ * same order) and against a LayerNorm of c in double. cols < n: a padded
+ * layer, whose LayerNorm reads only the real columns. */
+static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alpha) {
+  gpu_device *d = test_device();
+  float *w = test_random(n_out * k, 21), *bias = test_random(n_out, 22);
+  float *g = test_random(n_out, 23), *b = test_random(n_out, 24);
+  uint8_t *bytes = quant_encode(GPU_F16, w, n_out * k);
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n_out}, 1, bias,
+                          n_out, &l));
+  size_t width = gpu_linear_width(&l), ys = width + 8;
+  gpu_norm nrm = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
+  float *a = test_random(m * k, 25), *c0 = test_random(m * width, 26), *y0 = test_random(m * ys, 27);
+  for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
+    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W;
+    if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
+    gpu_set_fast(d, v != GPU_GEMM_AUTO);
+    gpu_gemm_force(d, (gpu_gemm_variant)v);
+    gpu_gemm_plan plan;
+    gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
+    CHECK(plan.splits > 1, "%zux%zux%zu on variant %d: k not split, the fused reduce untested", m,
+          n_out, k, v);
+    gpu_buffer *ab = test_upload(a, m * k);
+    gpu_buffer *c1 = test_upload(c0, m * width), *y1 = test_upload(y0, m * ys);
+    gpu_buffer *c2 = test_upload(c0, m * width), *y2 = test_upload(y0, m * ys);
+    gpu_rec *rec = test_rec();
+    gpu_gemm_norm(rec, ab, (uint32_t)k, &l, c1, (uint32_t)m, epi, alpha, (uint32_t)n_out, &nrm, y1,
+                  (uint32_t)ys);
+    gpu_gemm_strided(rec, ab, (uint32_t)k, &l, c2, (uint32_t)m, epi, alpha);
+    gpu_layer_norm(rec, c2, 0, (uint32_t)width, &nrm, y2, 0, (uint32_t)ys, (uint32_t)m,
+                   (uint32_t)n_out, NULL, NULL);
+    float *got_y = test_run_read(rec, y1, m * ys);
+    float *got_c = test_floats(m * width), *want_c = test_floats(m * width), *want_y = test_floats(m * ys);
+    CHECK_OK(gpu_download(c1, 0, got_c, m * width * sizeof(float)));
+    CHECK_OK(gpu_download(c2, 0, want_c, m * width * sizeof(float)));
+    CHECK_OK(gpu_download(y2, 0, want_y, m * ys * sizeof(float)));
+    CHECK(!memcmp(got_c, want_c, m * width * sizeof(float)), "gemm_norm %zux%zux%zu variant %d: c "
+          "differs from gpu_gemm_strided's", m, n_out, k, v);
+    CHECK(!memcmp(got_y, want_y, m * ys * sizeof(float)), "gemm_norm %zux%zux%zu variant %d: y "
+          "differs from gpu_layer_norm's", m, n_out, k, v);
+    /* The LayerNorm of the c it wrote, in double; y's other columns untouched. */
+    float *ref = test_floats(m * ys);
+    memcpy(ref, y0, m * ys * sizeof(float));
+    for (size_t r = 0; r < m; r++) {
+      double mean = 0, var = 0;
+      for (size_t j = 0; j < n_out; j++) mean += got_c[r * width + j];
+      mean /= (double)n_out;
+      for (size_t j = 0; j < n_out; j++) var += (got_c[r * width + j] - mean) * (got_c[r * width + j] - mean);
+      double rstd = 1.0 / sqrt(var / (double)n_out + 1e-5);
+      for (size_t j = 0; j < n_out; j++)
+        ref[r * ys + j] = (float)((got_c[r * width + j] - mean) * rstd * g[j] + b[j]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "gemm_norm %zux%zux%zu variant %d, y", m, n_out, k, v);
+    check_close(what, got_y, ref, m * ys, KERNEL_TOL);
+    gpu_rec_free(rec);
+    gpu_buffer *all[] = {ab, c1, y1, c2, y2};
+    for (size_t i = 0; i < 5; i++) gpu_buffer_free(all[i]);
+    free(got_y), free(got_c), free(want_c), free(want_y), free(ref);
+  }
+  gpu_buffer_free(nrm.g), gpu_buffer_free(nrm.b);
+  gpu_linear_free(&l);
+  free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
+}
+
 int main(void) {
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
@@ -233,6 +303,11 @@ int main(void) {
   float *bias_big = test_random(4096, 7);
   for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) one_layer(t, 4096, 1024, big, 1, bias_big, 4096, 1);
   parakeet_down();
+  /* The split-k reduce with the LayerNorm after it (Parakeet's FFN down at
+   * 11 s; a padded 100-wide layer). */
+  fused_norm(1024, 4096, 138, GPU_EPI_RESIDUAL, 0.5f);
+  fused_norm(100, 2048, 37, GPU_EPI_RESIDUAL, 1.0f);
+  fused_norm(100, 2048, 5, GPU_EPI_BIAS, 0);
   free(bias);
   free(bias_big);
   return check_done();

@@ -7,6 +7,7 @@
 #include "base/half.h"
 #include "base/mem.h"
 #include "gpu/internal.h"
+#include "gpu/norm.h"
 
 /* Columns per GEMM tile: layers are padded to it. */
 #define TILE 64
@@ -259,16 +260,27 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split};
 }
 
-void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
-                      gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
-  if (lda < l->k)
-    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
+/* The LayerNorm gpu_gemm_norm folds into the split-k reduce. */
+typedef struct {
+  const gpu_norm *n;
+  gpu_buffer *y;
+  uint32_t cols, y_stride;
+} fused_norm;
+
+/* Columns gemm_reduce_norm keeps per invocation (its PER), and its workgroup
+ * for cols columns: norm.c's, so that its statistics are norm.comp's. */
+#define FUSED_PER 8
+static uint32_t fused_group(uint32_t cols) { return cols > 512 ? 256 : cols > 128 ? 128 : 64; }
+
+/* Records the GEMM; with fuse (only for a plan that splits k, no dual
+ * outputs and n ≤ the kernel's columns) its reduce also writes the norm. */
+static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                        gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha, const gpu_gemm_plan *g,
+                        const fused_norm *fuse) {
   gpu_device *d = gpu_rec_device(rec);
-  gpu_gemm_plan g;
-  gpu_gemm_plan_for(d, l, lda, m, &g);
-  uint32_t spec = l->type, splits = g.splits, kc = g.kc, bm = g.bm, bn = g.bn;
-  gpu_gemm_variant v = g.v;
-  bool split = g.split;
+  uint32_t spec = l->type, splits = g->splits, kc = g->kc, bm = g->bm, bn = g->bn;
+  gpu_gemm_variant v = g->v;
+  bool split = g->split;
   gpu_kernel *k = v != GPU_GEMM_AUTO ? gpu_gemm_kernel(rec, v, is_tc(v) && l->w16 ? GPU_F16 : l->type)
                                      : gpu_rec_kernel(rec, "gemm", &spec, 1);
   gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
@@ -284,6 +296,19 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   gpu_dispatch(rec, k, bufs, split ? 6 : 5, &push, split ? sizeof push : 32, (l->n + bn - 1) / bn,
                (m + bm - 1) / bm, splits);
   if (splits == 1) return;
+  if (fuse) {
+    struct {
+      uint32_t m, n, splits, mode;
+      float alpha;
+      uint32_t cols, y_stride;
+      float eps;
+    } np = {m, l->n, splits, epi, alpha, fuse->cols, fuse->y_stride, fuse->n->eps};
+    uint32_t wg = fused_group(fuse->cols);
+    gpu_buffer *nbufs[] = {part, l->bias, c, fuse->n->g, fuse->n->b, fuse->y};
+    gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce_norm", &wg, 1), nbufs, 6, &np, sizeof np,
+                 gpu_row_groups(m), 1, 1);
+    return;
+  }
   struct {
     uint32_t m, n, splits, mode;
     float alpha;
@@ -292,4 +317,33 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   gpu_buffer *rbufs[] = {part, l->bias, c};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce", NULL, 0), rbufs, 3, &rpush, sizeof rpush,
                (l->n + 255) / 256, m, 1);
+}
+
+void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                      gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
+  if (lda < l->k)
+    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
+  gpu_gemm_plan g;
+  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
+  record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
+}
+
+void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
+                   uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
+                   gpu_buffer *y, uint32_t y_stride) {
+  if (lda < l->k)
+    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
+  gpu_gemm_plan g;
+  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
+  /* gpu_layer_norm's checks, for the norm's half (its own call below makes them). */
+  bool fits = m > 0 && cols > 0 && cols <= l->n && n && n->g && n->b && n->eps >= 0.0f && y &&
+              y != c && gpu_slice_fits(y, 0, y_stride, m, cols) &&
+              gpu_slice_fits(n->g, 0, cols, 1, cols) && gpu_slice_fits(n->b, 0, cols, 1, cols);
+  if (g.splits > 1 && !l->dual && l->n <= fused_group(cols) * FUSED_PER && fits) {
+    fused_norm f = {n, y, cols, y_stride};
+    record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, &f);
+    return;
+  }
+  record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
+  gpu_layer_norm(rec, c, 0, gpu_linear_width(l), n, y, 0, y_stride, m, cols, NULL, NULL);
 }

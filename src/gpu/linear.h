@@ -4,6 +4,7 @@
 #define STENO_GPU_LINEAR_H
 
 #include "gpu/gpu.h"
+#include "gpu/norm.h"
 
 /* Weight types as the kernels number them (common.glsl's W_*). */
 typedef enum { GPU_F32 = 0, GPU_F16 = 1, GPU_BF16 = 2, GPU_Q8_0 = 3 } gpu_wtype;
@@ -65,6 +66,14 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
 /* The same with a's rows `lda` (≥ k) floats apart. */
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
+
+/* gpu_gemm_strided, then y = LayerNorm(the first `cols` columns of c's m
+ * rows) with n, y's rows y_stride floats apart from 0 — what gpu_layer_norm
+ * (c, 0, width, n, y, 0, y_stride, m, cols) would write after it. Where the
+ * GEMM splits k (few rows), its reduce writes both in one dispatch. */
+void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
+                   uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
+                   gpu_buffer *y, uint32_t y_stride);
 
 /* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, gemm_tiled.comp with a
  * 64×64 or a 128×128 tile (both keep a to ~21 bits: f16 hi + lo), and

@@ -304,11 +304,11 @@ int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratc
 /* Clips in the next pass: 1 unless a batch's lengths were set. */
 static uint32_t clips(const conformer_scratch *s) { return s->clips > 1 ? s->clips : 1; }
 
-/* Relative-position self-attention (NeMo's) of LN(x), added to x. */
+/* Relative-position self-attention (NeMo's) of h = LN(x) (made by the GEMM
+ * before), added to x, and h = LN(x) for the conv module. */
 static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
                                  conformer_scratch *s, uint32_t t) {
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads, n = clips(s), rows = n * t;
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_attn, s->h, 0, S, rows, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, rows, GPU_EPI_BIAS, 0);
   gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
   uint32_t W = gpu_linear_width(&b->qkv);
@@ -329,11 +329,12 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
       .lens = n > 1 ? s->lens : NULL,
   };
   gpu_rel_attention(rec, &a);
-  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, rows, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_norm(rec, s->o, S, &b->out, s->x, rows, GPU_EPI_RESIDUAL, 1.0f, d, &b->norm_conv, s->h, S);
 }
 
 /* Rotary self-attention (GigaAM's) of y = LN(x), added to x: the LayerNorm
- * also writes y rotated into o, q|k come from that, v from y (into p). */
+ * also writes y rotated into o, q|k come from that, v from y (into p); then
+ * h = LN(x) for the conv module. */
 static void record_rotary_attention(gpu_rec *rec, const conformer_dims *dims,
                                     const conformer_block *b, conformer_scratch *s, uint32_t t) {
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads;
@@ -353,7 +354,7 @@ static void record_rotary_attention(gpu_rec *rec, const conformer_dims *dims,
       .head_dim = hd,
   };
   gpu_attention(rec, &a);
-  gpu_gemm_strided(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_norm(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f, d, &b->norm_conv, s->h, S);
 }
 
 void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
@@ -367,15 +368,18 @@ void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer
   /* ½ FFN */
   gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, rows, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, rows, GPU_EPI_SILU, 0);
-  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, rows,
-                   GPU_EPI_RESIDUAL, 0.5f);
-  /* self-attention */
-  if (dims->rotary)
+  /* self-attention (relative: its LayerNorm made by the reduce of the GEMM
+   * before where that splits k; rotary: its own, with the rotated copy) */
+  if (dims->rotary) {
+    gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, rows,
+                     GPU_EPI_RESIDUAL, 0.5f);
     record_rotary_attention(rec, dims, b, s, t);
-  else
+  } else {
+    gpu_gemm_norm(rec, s->wide, gpu_linear_width(&b->ff1_up), &b->ff1_down, s->x, rows,
+                  GPU_EPI_RESIDUAL, 0.5f, d, &b->norm_attn, s->h, S);
     record_rel_attention(rec, dims, b, s, t);
-  /* conv module */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_conv, s->h, 0, S, rows, d, NULL, NULL);
+  }
+  /* conv module (h = LN(x) from the attention's last GEMM) */
   gpu_gemm_strided(rec, s->h, S, &b->pw1, s->wide, rows, GPU_EPI_BIAS, 0);
   if (n > 1)
     gpu_conv_glu_batch(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm,
@@ -383,14 +387,12 @@ void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer
   else
     gpu_conv_glu(rec, s->wide, 0, gpu_linear_width(&b->pw1), &b->dw, &b->conv_norm, b->conv_mode,
                  s->o, 0, S, t, d);
-  gpu_gemm_strided(rec, s->o, S, &b->pw2, s->x, rows, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_norm(rec, s->o, S, &b->pw2, s->x, rows, GPU_EPI_RESIDUAL, 1.0f, d, &b->norm_ff2, s->h, S);
   /* ½ FFN */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff2, s->h, 0, S, rows, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->ff2_up, s->wide, rows, GPU_EPI_SILU, 0);
-  gpu_gemm_strided(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
-                   GPU_EPI_RESIDUAL, 0.5f);
   /* the block's LayerNorm: into h, which becomes the stream */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_out, s->h, 0, S, rows, d, NULL, NULL);
+  gpu_gemm_norm(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
+                GPU_EPI_RESIDUAL, 0.5f, d, &b->norm_out, s->h, S);
   gpu_buffer *x = s->x;
   s->x = s->h;
   s->h = x;

@@ -1,0 +1,78 @@
+#version 450
+// gemm_reduce_norm: gemm_reduce.comp and the LayerNorm that follows it in one
+// dispatch (gpu_gemm_norm), for a split-k GEMM without dual outputs —
+//   c [m][n] = epilogue(Σ_z part[z][m][n] + bias)          (gemm_reduce's)
+//   y [m][cols] at rows of y_stride = LayerNorm(c's first cols columns)
+// A workgroup per row (rows folded to ≤ 65535 workgroups); invocation tid
+// keeps columns tid + j·WG (j < PER) in registers between the two. The
+// statistics are norm.comp's, in the same order: each invocation's share
+// summed in column order, then a shared-memory tree of WG (spec constant 0,
+// norm.c's group size for cols) — so y is what gemm_reduce and then norm.comp
+// would write. Needs n ≤ WG·PER (linear.c checks).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+const uint WG = gl_WorkGroupSize.x, PER = 8;
+
+layout(std430, binding = 0) readonly buffer Part { float part[]; };
+layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 2) buffer C { float c[]; };
+layout(std430, binding = 3) readonly buffer G { float g[]; };
+layout(std430, binding = 4) readonly buffer B { float b[]; };
+layout(std430, binding = 5) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+  uint m, n, splits, mode;
+  float alpha;
+  uint cols, y_stride;
+  float eps;
+} p;
+
+shared float red[WG];
+
+// The sum of v over the workgroup (norm.comp's tree; every invocation gets it).
+float wg_sum(float v) {
+  uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (tid < s) red[tid] += red[tid + s];
+    barrier();
+  }
+  float sum = red[0];
+  barrier();
+  return sum;
+}
+
+void main() {
+  uint tid = gl_LocalInvocationID.x;
+  for (uint row = gl_WorkGroupID.x; row < p.m; row += gl_NumWorkGroups.x) {
+    float v[PER];
+    float s = 0.0;
+    [[unroll]] for (uint j = 0; j < PER; j++) {
+      uint col = tid + j * WG;
+      v[j] = 0.0;
+      if (col >= p.n) continue;
+      float t = 0.0;
+      for (uint z = 0; z < p.splits; z++) t += part[(z * p.m + row) * p.n + col];
+      uint at = row * p.n + col;
+      v[j] = epilogue(p.mode, p.alpha, t + bias[col], reads_output(p.mode) ? c[at] : 0.0);
+      c[at] = v[j];
+      if (col < p.cols) s += v[j];
+    }
+    float mean = wg_sum(s) / float(p.cols), q = 0.0;
+    [[unroll]] for (uint j = 0; j < PER; j++) {
+      uint col = tid + j * WG;
+      if (col >= p.cols) continue;
+      float d = v[j] - mean;
+      q += d * d;
+    }
+    float rstd = inversesqrt(wg_sum(q) / float(p.cols) + p.eps);
+    [[unroll]] for (uint j = 0; j < PER; j++) {
+      uint col = tid + j * WG;
+      if (col < p.cols) y[row * p.y_stride + col] = (v[j] - mean) * rstd * g[col] + b[col];
+    }
+  }
+}
