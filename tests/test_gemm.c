@@ -287,6 +287,14 @@ int main(void) {
     one_layer(t, n, 24, odd, 2, bias, n, 1);
     one_layer(t, n, 40, odd, 2, bias, n + 64, 2);
   }
+  /* Q8_0 split on the GPU from the file's 34-byte blocks: 39 rows of one
+   * block (an odd count), the second part starting half way through a word. */
+  for (int on_gpu = 0; on_gpu < 2; on_gpu++) { /* by the CPU in place where mapped, by the GPU */
+    gpu_q8_split_force(test_device(), on_gpu);
+    one_layer(GPU_Q8_0, 39, 32, odd, 2, bias, 39, 2);
+    one_layer(GPU_Q8_0, n, 96, ms, 4, bias, n + 64, 2);
+  }
+  gpu_q8_split_force(test_device(), false);
   /* Few rows and a long k: the portable kernel splits k (4 pieces of 512 here,
    * 2 for the FFN below) and sums the pieces in gemm_reduce. */
   const size_t few[] = {1, 37};

@@ -122,6 +122,12 @@ int gpu_upload_settle(gpu_device *dev);
  * are batched, leaves it for the end of the batch (one run for the model). */
 int gpu_load_work(gpu_device *dev, gpu_rec **rec);
 int gpu_load_work_done(gpu_device *dev);
+/* A buffer of `bytes` for load work to read (weights as the file stores
+ * them, before a kernel converts them), freed by the device once that work
+ * has run. While uploads are batched, the work so far is run first (and its
+ * scratch freed) when the scratch held would pass 256 MiB: a model's
+ * conversions never hold more than that on top of its weights. */
+int gpu_load_scratch(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
 /* A buffer that kernels write and the host reads with a plain memcpy in
  * gpu_download, no copy submission of its own (the recorder's last barrier

@@ -74,6 +74,10 @@ struct gpu_device {
   double bcopy_s, bwait_s;   /* its time copying into staging, waiting for a half */
   gpu_rec *load_rec;  /* gpu_load_work's recorder */
   bool load_open;     /* it holds dispatches not yet run */
+  gpu_buffer *lscratch[64]; /* gpu_load_scratch's buffers, freed once the load work has run */
+  int nlscratch;
+  size_t lscratch_bytes;
+  bool q8_gpu; /* gpu_q8_split_force: Q8_0 split on the GPU even where memory is mapped */
   gpu_buffer *spare; /* bound where a kernel has fewer buffers than bindings */
   size_t used, peak;
   uint64_t serials;   /* buffers made so far (gpu_buffer.serial) */

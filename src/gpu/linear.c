@@ -105,14 +105,6 @@ size_t gpu_wtype_bytes(gpu_wtype t, size_t count) {
   return 0;
 }
 
-/* Q8_0 blocks (f16 d, 32 × int8) → int8 data and f16 scales, separately. */
-static void split_q8(const uint8_t *blocks, size_t nblocks, uint8_t *data, uint8_t *scales) {
-  for (size_t b = 0; b < nblocks; b++) {
-    memcpy(scales + 2 * b, blocks + 34 * b, 2);
-    memcpy(data + 32 * b, blocks + 34 * b + 2, 32);
-  }
-}
-
 /* The bias (dual outputs after the n padded rows) as gpu_linear_new lays it out. */
 static int linear_bias(gpu_device *dev, const float *bias, size_t nbias, gpu_linear *out) {
   size_t n = out->n, dual = out->dual;
@@ -168,31 +160,78 @@ static int linear_f16(gpu_device *dev, gpu_linear *out) {
   return gpu_load_work_done(dev);
 }
 
-/* The padded layout in one host buffer (Q8_0: data | scales). */
+/* The padded layout in one host buffer (rows of k weights put at wk; the
+ * rest zeros from mem_alloc). */
 static int linear_padded(gpu_device *dev, const gpu_weight *parts, int nparts, const float *bias,
                          size_t nbias, gpu_linear *out) {
   gpu_wtype type = out->type;
-  size_t k = out->k, wk = out->wk, count = (size_t)out->n * wk;
-  size_t wbytes = type == GPU_Q8_0 ? count : gpu_wtype_bytes(type, count);
-  size_t sbytes = type == GPU_Q8_0 ? count / 32 * 2 : 0;
-  uint8_t *host = mem_alloc(wbytes + sbytes, 1);
+  size_t k = out->k, wk = out->wk, wbytes = gpu_wtype_bytes(type, (size_t)out->n * wk);
+  uint8_t *host = mem_alloc(wbytes, 1);
   int st = host ? 0 : STENO_ERR_NOMEM;
   size_t at = 0; /* weights placed so far */
   for (int i = 0; !st && i < nparts; i++) {
-    size_t c = (size_t)parts[i].rows * k;
-    if (type == GPU_Q8_0) split_q8(parts[i].data, c / 32, host + at, host + wbytes + at / 16);
-    else if (wk == k) memcpy(host + gpu_wtype_bytes(type, at), parts[i].data, gpu_wtype_bytes(type, c));
-    else
-      for (size_t r = 0; r < parts[i].rows; r++)
-        memcpy(host + gpu_wtype_bytes(type, at + r * wk),
-               (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
+    for (size_t r = 0; r < parts[i].rows; r++)
+      memcpy(host + gpu_wtype_bytes(type, at + r * wk),
+             (const uint8_t *)parts[i].data + gpu_wtype_bytes(type, r * k), gpu_wtype_bytes(type, k));
     at += (size_t)parts[i].rows * wk;
   }
   if (!st) st = gpu_buffer_from(dev, host, wbytes, &out->w);
-  if (!st && sbytes) st = gpu_buffer_from(dev, host + wbytes, sbytes, &out->scales);
   if (!st) st = linear_bias(dev, bias, nbias, out);
   free(host);
   return st;
+}
+
+/* Q8_0 blocks (f16 d, 32 × int8) → int8 data and f16 scales, separately. */
+static void split_q8(const uint8_t *blocks, size_t nblocks, uint8_t *data, uint8_t *scales) {
+  for (size_t b = 0; b < nblocks; b++) {
+    memcpy(scales + 2 * b, blocks + 34 * b, 2);
+    memcpy(data + 32 * b, blocks + 34 * b + 2, 32);
+  }
+}
+
+void gpu_q8_split_force(gpu_device *d, bool on_gpu) { d->q8_gpu = on_gpu; }
+
+/* Q8_0 weights (k a multiple of 32) as int8 data [n][k] and f16 scales
+ * [n][k/32], the rows past the parts' zeros, with no host copy: where the
+ * device's memory is mapped (unified) split by the CPU straight into it;
+ * else the file's blocks (an f16 scale, 32 int8) go to load scratch as they
+ * are, each part at its place, and q8_split.comp splits them on the GPU. */
+static int linear_q8(gpu_device *dev, const gpu_weight *parts, int nparts, const float *bias,
+                     size_t nbias, gpu_linear *out) {
+  size_t blocks = (size_t)out->rows * out->k / 32, all = (size_t)out->n * out->k / 32;
+  if (all / 2 > UINT32_MAX || blocks > UINT32_MAX)
+    return err_set(STENO_ERR_UNSUPPORTED, "Q8_0 layer of %zu blocks", all);
+  TRY(gpu_buffer_new(dev, all * 32, &out->w));
+  TRY(gpu_buffer_new(dev, all * 2, &out->scales));
+  TRY(linear_bias(dev, bias, nbias, out));
+  uint8_t *data = out->w->map, *scales = out->scales->map;
+  if (data && scales && !dev->q8_gpu) {
+    size_t at = 0;
+    for (int i = 0; i < nparts; i++) {
+      size_t c = (size_t)parts[i].rows * out->k / 32;
+      split_q8(parts[i].data, c, data + 32 * at, scales + 2 * at);
+      at += c;
+    }
+    memset(data + 32 * at, 0, 32 * (all - at));
+    memset(scales + 2 * at, 0, 2 * (all - at));
+    return 0;
+  }
+  gpu_buffer *raw;
+  TRY(gpu_load_scratch(dev, (blocks * 34 + 3) & ~(size_t)3, &raw));
+  size_t at = 0;
+  for (int i = 0; i < nparts; i++) {
+    size_t bytes = (size_t)parts[i].rows * out->k / 32 * 34;
+    TRY(gpu_upload(raw, at, parts[i].data, bytes));
+    at += bytes;
+  }
+  gpu_rec *rec;
+  TRY(gpu_load_work(dev, &rec));
+  uint32_t push[2] = {(uint32_t)blocks, (uint32_t)(all / 2)};
+  uint32_t groups = (push[1] + 255) / 256, gx = groups < 65535 ? groups : 65535;
+  gpu_buffer *bufs[] = {raw, out->w, out->scales};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "q8_split", NULL, 0), bufs, 3, push, sizeof push, gx,
+               (groups + gx - 1) / gx, 1);
+  return gpu_load_work_done(dev);
 }
 
 int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight *parts,
@@ -217,10 +256,12 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
   out->type = type;
 
   /* Rows of whole 32-weight blocks go to the device as they are, each part at
-   * its place, then zero rows up to n: no host copy of a large model's weights.
-   * Otherwise padded with zero rows (and columns up to wk) on the host. */
-  int st = type != GPU_Q8_0 && wk == k ? linear_direct(dev, parts, nparts, bias, nbias, out)
-                                       : linear_padded(dev, parts, nparts, bias, nbias, out);
+   * its place, then zero rows up to n (Q8_0: split there by a kernel): no host
+   * copy of a large model's weights. Otherwise padded with zero rows (and
+   * columns up to wk) on the host. */
+  int st = type == GPU_Q8_0 ? linear_q8(dev, parts, nparts, bias, nbias, out)
+           : wk == k        ? linear_direct(dev, parts, nparts, bias, nbias, out)
+                            : linear_padded(dev, parts, nparts, bias, nbias, out);
   if (!st && type == GPU_Q8_0 && tc_passed(dev)) st = linear_f16(dev, out);
   if (st) gpu_linear_free(out);
   return st;

@@ -52,6 +52,10 @@ int gpu_linear_new(gpu_device *dev, gpu_wtype type, uint32_t k, const gpu_weight
                    int nparts, const float *bias, size_t nbias, gpu_linear *out);
 void gpu_linear_free(gpu_linear *l);
 
+/* For tests: Q8_0 layers split into data and scales by q8_split.comp even on a
+ * device whose memory is mapped (where the CPU does it by default). */
+void gpu_q8_split_force(gpu_device *dev, bool on_gpu);
+
 /* Records l's BF16 or Q8_0 weights converted to f16 [n][wk] into dst (n·wk·2
  * bytes), rounded to nearest even: the copy gemm_tc reads. */
 void gpu_weights_to_f16(gpu_rec *rec, const gpu_linear *l, gpu_buffer *dst);

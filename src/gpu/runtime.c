@@ -374,10 +374,43 @@ int gpu_load_work(gpu_device *d, gpu_rec **rec) {
   return 0;
 }
 
+/* Frees gpu_load_scratch's buffers (their work has run, or will not). */
+static void load_scratch_free(gpu_device *d) {
+  for (int i = 0; i < d->nlscratch; i++) gpu_buffer_free(d->lscratch[i]);
+  d->nlscratch = 0;
+  d->lscratch_bytes = 0;
+}
+
 int gpu_load_work_done(gpu_device *d) {
-  if (!d->load_open || d->batch) return 0;
-  d->load_open = false;
-  return gpu_rec_run(d->load_rec);
+  if (d->batch) return 0;
+  int st = 0;
+  if (d->load_open) {
+    d->load_open = false;
+    st = gpu_rec_run(d->load_rec);
+  }
+  load_scratch_free(d);
+  return st;
+}
+
+#define LOAD_SCRATCH_BYTES ((size_t)256 << 20)
+
+int gpu_load_scratch(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  *out = NULL;
+  int n = (int)(sizeof d->lscratch / sizeof *d->lscratch);
+  if (d->nlscratch && (d->nlscratch == n || d->lscratch_bytes + bytes > LOAD_SCRATCH_BYTES)) {
+    /* The uploads the work reads land first, then the work runs. */
+    int st = gpu_upload_settle(d);
+    if (!st && d->load_open) {
+      d->load_open = false;
+      st = gpu_rec_run(d->load_rec);
+    }
+    load_scratch_free(d);
+    TRY(st);
+  }
+  TRY(gpu_buffer_new(d, bytes, out));
+  d->lscratch[d->nlscratch++] = *out;
+  d->lscratch_bytes += bytes;
+  return 0;
 }
 
 int gpu_upload_settle(gpu_device *d) {
@@ -751,6 +784,7 @@ void gpu_close(gpu_device *d) {
   if (d->dev) {
     gpu_upload_batch(d, false);
     gpu_rec_free(d->load_rec);
+    load_scratch_free(d);
     vkDeviceWaitIdle(d->dev);
     gpu_pcache_close(d);
     for (int i = 0; i < d->nkernels; i++) {
