@@ -328,12 +328,18 @@ int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **ou
 static void record_predict(gpu_transducer_search *s, uint32_t n) {
   const gpu_transducer *g = s->g;
   uint32_t H = (uint32_t)g->hidden, L = (uint32_t)g->layers;
-  gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", NULL, 0);
+  /* rnnt_lstm takes up to 4 clips a workgroup (each weight read once for
+   * all of them), as many as 4096 floats of their x (and of h) allow. */
+  uint32_t cg = 4096 / H < 4 ? 4096 / H : 4;
+  if (cg > n) cg = n;
+  if (cg < 1) cg = 1;
+  uint32_t spec[2] = {cg, cg * H};
+  gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", spec, 2);
   gpu_kernel *pred = gpu_rec_kernel(s->rec, "rnnt_pred", NULL, 0);
   gpu_buffer *lb[] = {s->state, g->wts, s->h, s->c};
   for (uint32_t l = 0; l < L; l++) {
-    uint32_t push[4] = {H, l, L, (uint32_t)g->vocab};
-    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, n, 1); /* 4 units each */
+    uint32_t push[5] = {H, l, L, (uint32_t)g->vocab, n};
+    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, (n + cg - 1) / cg, 1);
   }
   uint32_t push[4] = {H, (uint32_t)g->joint, L, g->off_pred};
   gpu_buffer *b[] = {s->state, g->wts, s->h, s->p};
