@@ -197,8 +197,8 @@ static void parakeet_down(void) {
 
 /* gpu_gemm_norm at shapes that split k (checked first, so that the fused
  * reduce is what runs): c as gpu_gemm_strided writes it (the same bits), y
- * as gpu_layer_norm writes it after (the same bits: the same sums in the
- * same order) and against a LayerNorm of c in double. cols < n: a padded
+ * as gpu_layer_norm writes it after (to 1e-6: the same sums in the same
+ * order) and against a LayerNorm of c in double. cols < n: a padded
  * layer, whose LayerNorm reads only the real columns. */
 static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alpha) {
   gpu_device *d = test_device();
@@ -236,8 +236,12 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
     CHECK_OK(gpu_download(y2, 0, want_y, m * ys * sizeof(float)));
     CHECK(!memcmp(got_c, want_c, m * width * sizeof(float)), "gemm_norm %zux%zux%zu variant %d: c "
           "differs from gpu_gemm_strided's", m, n_out, k, v);
-    CHECK(!memcmp(got_y, want_y, m * ys * sizeof(float)), "gemm_norm %zux%zux%zu variant %d: y "
-          "differs from gpu_layer_norm's", m, n_out, k, v);
+    /* y as gpu_layer_norm's to rounding: the same sums in the same order, but
+     * a compiler may fuse the last multiply-adds differently in the two
+     * kernels (the H200's did). */
+    char what[96];
+    snprintf(what, sizeof what, "gemm_norm %zux%zux%zu variant %d, y against layer_norm's", m, n_out, k, v);
+    check_close(what, got_y, want_y, m * ys, 1e-6f);
     /* The LayerNorm of the c it wrote, in double; y's other columns untouched. */
     float *ref = test_floats(m * ys);
     memcpy(ref, y0, m * ys * sizeof(float));
@@ -250,7 +254,6 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
       for (size_t j = 0; j < n_out; j++)
         ref[r * ys + j] = (float)((got_c[r * width + j] - mean) * rstd * g[j] + b[j]);
     }
-    char what[96];
     snprintf(what, sizeof what, "gemm_norm %zux%zux%zu variant %d, y", m, n_out, k, v);
     check_close(what, got_y, ref, m * ys, KERNEL_TOL);
     gpu_rec_free(rec);
