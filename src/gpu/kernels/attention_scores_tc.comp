@@ -30,27 +30,29 @@
 // gemm_tc.comp's scheme with a = the tile's queries and W = its keys, k =
 // head_dim: a tile of BM queries × BN keys of one head per workgroup of
 // SG_M·SG_N subgroups of 32 lanes, each owning TM × TN accumulators; head_dim
-// in steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
-// alternating shared stages, one barrier per staging (the next step's q and k
-// are loaded into registers once the step's last staging is written, while
-// the tensor cores work on it), shared rows of 32 halves and one 128-bit
-// word of padding. The scores leave through the same shared memory, TN
+// in steps of 32, each staged once as hi and lo of q and k (one stage: two
+// would not fit in 48 KiB; two barriers a step) and multiplied three times
+// from there (hi·hi, lo·hi, hi·lo); the next step's q and k are loaded into
+// registers while the tensor cores work. Shared rows of 32 halves and one
+// 128-bit word of padding. The scores leave through the same shared memory, TN
 // accumulators side by side per subgroup: a row of 16·TN scores is 4·TN
 // lanes of 4 consecutive scores, stored 128 bits at a time where t is a
 // multiple of 4 (else one float at a time, bounds-checked); those lanes'
 // shuffles give the row's partial over the subgroup's 16·TN keys, and the
 // SG_N subgroups' partials of a row are combined through shared memory into
 // the tile's. Queries and keys past t are read as 0 and not written.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
 
 layout(local_size_x = 256) in; // 32 · SG_M · SG_N
 layout(constant_id = 0) const uint BATCH = 0;
-// Stagings per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the others
+// Products per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the lo ones
 // out (f16 scores alone), for accuracy experiments.
 layout(constant_id = 1) const uint PASSES = 3;
 
@@ -81,11 +83,12 @@ bool kept(uint i, uint j) {
 const uint SG_M = 2, SG_N = 4, TM = 4, TN = 2, THREADS = 256;
 const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32; // 128 queries × 128 keys
 const uint ROW = BK / 8 + 1;        // 128-bit words per shared row (one of padding)
-const uint STAGE = (BM + BN) * ROW; // the queries' rows, then the keys'
+const uint QH = BM * ROW, KH = BN * ROW; // a half (hi or lo) of the queries' rows, of the keys'
+const uint STAGE = 2 * (QH + KH);        // q hi, q lo, k hi, k lo
 const uint QL = BM * (BK / 8) / THREADS, KL = BN * (BK / 8) / THREADS; // chunks of 8 per invocation
 const uint RW = 4 * TN;              // lanes of a subgroup's row of 16·TN scores
 const float NONE = -3.0e38;          // a partial's max over no kept key
-shared uvec4 sm[2 * STAGE];
+shared uvec4 sm[STAGE];
 shared vec2 part[BM * SG_N]; // (max, sum) of each row over each subgroup's 16·TN keys
 
 vec4 rq[2 * QL], rk[2 * KL]; // the next step's q and k (f32: rounded when staged)
@@ -111,32 +114,18 @@ void fetch(uint i0, uint j0, uint rb, uint col, uint d0) {
   }
 }
 
-// v's pair as f16: hi = its top 11 significant bits (exact in f16 in its
-// normal range), or lo = v − hi (exact in f32, kept by f16 to 2^-11 of itself).
-// hi is cut from the bits, not rounded through f16 and back: NVIDIA's compiler
-// folds that round trip (unpackHalf2x16(packHalf2x16(x)), or through
-// float16_t) into x, even for a precise variable, and lo came out 0 — on the
-// H200 every score was then f16(q)·f16(k)'s (attention_speed acc).
-uint pack_f16(vec2 v, bool lo) {
-  vec2 c = clamp(v, -65504.0, 65504.0);
-  vec2 hi = uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u);
-  return packHalf2x16(lo ? c - hi : hi);
-}
-uvec4 pack8(vec4 x, vec4 y, bool lo) {
-  return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
-}
-
-// Registers → shared stage st for staging pass 0 (hi q, hi k), 1 (lo q,
-// hi k) or 2 (hi q, lo k).
-void stage(uint st, uint pass) {
+// Registers → the shared stage: q and k each as hi and lo.
+void stage() {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint x = 0; x < QL; x++) {
-    uint e = tid + x * THREADS;
-    sm[st * STAGE + (e / 4) * ROW + e % 4] = pack8(rq[2 * x], rq[2 * x + 1], pass == 1);
+    uint e = tid + x * THREADS, r = (e / 4) * ROW + e % 4;
+    sm[r] = pack8_hi(rq[2 * x], rq[2 * x + 1]);
+    sm[QH + r] = pack8_lo(rq[2 * x], rq[2 * x + 1]);
   }
   [[unroll]] for (uint x = 0; x < KL; x++) {
-    uint e = tid + x * THREADS;
-    sm[st * STAGE + (BM + e / 4) * ROW + e % 4] = pack8(rk[2 * x], rk[2 * x + 1], pass == 2);
+    uint e = tid + x * THREADS, r = (e / 4) * ROW + e % 4;
+    sm[2 * QH + r] = pack8_hi(rk[2 * x], rk[2 * x + 1]);
+    sm[2 * QH + KH + r] = pack8_lo(rk[2 * x], rk[2 * x + 1]);
   }
 }
 
@@ -150,25 +139,35 @@ void main() {
   [[unroll]] for (uint x = 0; x < TM * TN; x++) acc[x] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, j0, rb, col, 0);
-  stage(0, 0);
+  stage();
   barrier();
-  uint st = 0, steps = PASSES * ((p.head_dim + BK - 1) / BK);
-  for (uint it = 0; it < steps; it++) {
-    uint pass = it % PASSES, d0 = it / PASSES * BK;
-    // The step's last staging is in shared memory: its registers take the next step.
-    if (pass == PASSES - 1 && d0 + BK < p.head_dim) fetch(i0, j0, rb, col, d0 + BK);
+  for (uint d0 = 0; d0 < p.head_dim; d0 += BK) {
+    bool more = d0 + BK < p.head_dim;
+    // The stage is in shared memory: the registers take the next step.
+    if (more) fetch(i0, j0, rb, col, d0 + BK);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // 16 halves = 2 words
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[TM], fk[TN];
-      [[unroll]] for (uint a = 0; a < TM; a++)
-        coopMatLoadNV(fq[a], sm, st * STAGE + (wr + 16 * a) * ROW + kk, ROW, false);
-      [[unroll]] for (uint b = 0; b < TN; b++)
-        coopMatLoadNV(fk[b], sm, st * STAGE + (BM + wc + 16 * b) * ROW + kk, ROW, true);
-      [[unroll]] for (uint a = 0; a < TM; a++)
-        [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fq[a], fk[b], acc[a * TN + b]);
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fkh[TN], fkl[TN], fqh, fql;
+      [[unroll]] for (uint b = 0; b < TN; b++) {
+        coopMatLoadNV(fkh[b], sm, 2 * QH + (wc + 16 * b) * ROW + kk, ROW, true);
+        if (PASSES > 1) coopMatLoadNV(fkl[b], sm, 2 * QH + KH + (wc + 16 * b) * ROW + kk, ROW, true);
+      }
+      [[unroll]] for (uint a = 0; a < TM; a++) {
+        coopMatLoadNV(fqh, sm, (wr + 16 * a) * ROW + kk, ROW, false);
+        [[unroll]] for (uint b = 0; b < TN; b++) acc[a * TN + b] = coopMatMulAddNV(fqh, fkh[b], acc[a * TN + b]);
+        if (PASSES > 1) {
+          coopMatLoadNV(fql, sm, QH + (wr + 16 * a) * ROW + kk, ROW, false);
+          [[unroll]] for (uint b = 0; b < TN; b++) {
+            acc[a * TN + b] = coopMatMulAddNV(fql, fkh[b], acc[a * TN + b]);
+            acc[a * TN + b] = coopMatMulAddNV(fqh, fkl[b], acc[a * TN + b]);
+          }
+        }
+      }
     }
-    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
-    barrier();
-    st ^= 1;
+    barrier(); // every subgroup has read the stage
+    if (more) {
+      stage();
+      barrier();
+    }
   }
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).

@@ -33,23 +33,26 @@
 // gemm_tc.comp's scheme with a = P's rows and W = v (k = keys, row-major):
 // a tile of BM = 64 queries × HD columns per workgroup of 4 subgroups of 32
 // lanes, each owning 16 queries × HD columns (HD/16 accumulators); keys in
-// steps of 32, each staged three times (hi·hi, lo·hi, hi·lo) through two
-// alternating shared stages, one barrier per staging (the next step's s and
-// v are loaded into registers once the step's last staging is written, while
-// the tensor cores work on it; P is made from s when staged). Shared rows:
+// steps of 32, each staged once as hi and lo of P and v (P made from s, its
+// exp taken once) and multiplied three times from there (hi·hi, lo·hi,
+// hi·lo). Two alternating stages where they fit in 48 KiB (HD ≤ 64), one
+// barrier a step; else one stage, two barriers a step. The next step's s
+// and v are loaded into registers while the tensor cores work. Shared rows:
 // P's of 32 halves, v's of HD halves, each with one 128-bit word of padding.
 // The outputs leave through the same shared memory, a subgroup's HD/16
 // accumulators side by side: it writes rows of HD floats.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
 
 layout(local_size_x = 128) in; // 4 subgroups of 32
 layout(constant_id = 0) const uint BATCH = 0;
 layout(constant_id = 1) const uint HD = 64;
-// Stagings per key step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the others out
+// Products per key step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the lo ones out
 // (P and v in f16 alone), for accuracy experiments.
 layout(constant_id = 2) const uint PASSES = 3;
 
@@ -68,12 +71,14 @@ layout(push_constant) uniform Push {
 
 const uint THREADS = 128, BM = 64, BK = 32, ND = HD / 16;
 const uint PROW = BK / 8 + 1, VROW = HD / 8 + 1; // 128-bit words per shared row
-const uint STAGE = BM * PROW + BK * VROW;        // p's rows, then v's
+const uint PH = BM * PROW, VH = BK * VROW;       // a half (hi or lo) of P's rows, of v's
+const uint STAGE = 2 * (PH + VH);                // P hi, P lo, v hi, v lo
+const uint NST = 2 * STAGE * 16 + 512 <= 49152 ? 2 : 1; // stages that fit beside row_max, row_inv
 const uint PL = BM * (BK / 8) / THREADS;         // p chunks of 8 per invocation
 const uint VC = BK * (HD / 8), VL = (VC + THREADS - 1) / THREADS; // v chunks of 8
 const uint OUT = 4 * 64 * ND;                    // 4 subgroups' 16 × HD floats, in words
 const float NOT_KEY = -1e30; // s of a key past len: P = 0
-shared uvec4 sm[2 * STAGE > OUT ? 2 * STAGE : OUT];
+shared uvec4 sm[NST * STAGE > OUT ? NST * STAGE : OUT];
 shared float row_max[BM], row_inv[BM]; // m_i, 1/l_i (0, 0 for a row with no kept key)
 
 vec4 rp[2 * PL], rv[2 * VL]; // the next step's s and v (f32: P made and rounded when staged)
@@ -103,17 +108,6 @@ void fetch(uint i0, uint j0, uint z, uint rb, uint col, uint len) {
   }
 }
 
-// v's pair as f16: hi = its top 11 significant bits, or lo = v − hi (see
-// attention_scores_tc.comp: NVIDIA's compiler folds an f16 round trip away).
-uint pack_f16(vec2 v, bool lo) {
-  vec2 c = clamp(v, -65504.0, 65504.0);
-  vec2 hi = uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u);
-  return packHalf2x16(lo ? c - hi : hi);
-}
-uvec4 pack8(vec4 x, vec4 y, bool lo) {
-  return uvec4(pack_f16(x.xy, lo), pack_f16(x.zw, lo), pack_f16(y.xy, lo), pack_f16(y.zw, lo));
-}
-
 // Row i0 + r's max and 1/sum over all its key tiles' partials.
 void row_stats(uint i0, uint z) {
   uint r = gl_LocalInvocationID.x, i = i0 + r;
@@ -128,20 +122,23 @@ void row_stats(uint i0, uint z) {
   row_inv[r] = sum > 0.0 ? 1.0 / sum : 0.0;
 }
 
-// Registers → shared stage st, s made into P (softmax.comp's exp(s − m) · (1/l)),
-// for staging pass 0 (hi P, hi v), 1 (lo P, hi v) or 2 (hi P, lo v).
-void stage(uint st, uint pass) {
-  uint tid = gl_LocalInvocationID.x;
+// Registers → shared stage st: s made into P (softmax.comp's exp(s − m) · (1/l)),
+// P and v each as hi and lo.
+void stage(uint st) {
+  uint tid = gl_LocalInvocationID.x, at = st * STAGE;
   [[unroll]] for (uint x = 0; x < PL; x++) {
-    uint e = tid + x * THREADS;
+    uint e = tid + x * THREADS, r = (e / 4) * PROW + e % 4;
     float m = row_max[e / 4], inv = row_inv[e / 4];
-    sm[st * STAGE + (e / 4) * PROW + e % 4] =
-        pack8(exp(rp[2 * x] - m) * inv, exp(rp[2 * x + 1] - m) * inv, pass == 1);
+    vec4 p0 = exp(rp[2 * x] - m) * inv, p1 = exp(rp[2 * x + 1] - m) * inv;
+    sm[at + r] = pack8_hi(p0, p1);
+    sm[at + PH + r] = pack8_lo(p0, p1);
   }
   [[unroll]] for (uint x = 0; x < VL; x++) {
-    uint e = tid + x * THREADS;
-    if (e < VC)
-      sm[st * STAGE + BM * PROW + (e / (HD / 8)) * VROW + e % (HD / 8)] = pack8(rv[2 * x], rv[2 * x + 1], pass == 2);
+    uint e = tid + x * THREADS, r = (e / (HD / 8)) * VROW + e % (HD / 8);
+    if (e < VC) {
+      sm[at + 2 * PH + r] = pack8_hi(rv[2 * x], rv[2 * x + 1]);
+      sm[at + 2 * PH + VH + r] = pack8_lo(rv[2 * x], rv[2 * x + 1]);
+    }
   }
 }
 
@@ -156,23 +153,34 @@ void main() {
   fetch(i0, 0, z, rb, col, len);
   row_stats(i0, z);
   barrier();
-  stage(0, 0);
+  stage(0);
   barrier();
-  uint st = 0, steps = PASSES * ((len + BK - 1) / BK);
+  uint st = 0, steps = (len + BK - 1) / BK;
   for (uint it = 0; it < steps; it++) {
-    uint pass = it % PASSES, j0 = it / PASSES * BK;
-    // The step's last staging is in shared memory: its registers take the next step.
-    if (pass == PASSES - 1 && j0 + BK < len) fetch(i0, j0 + BK, z, rb, col, len);
+    uint j0 = it * BK, at = st * STAGE;
+    bool more = j0 + BK < len;
+    // The stage is in shared memory: the registers take the next step.
+    if (more) fetch(i0, j0 + BK, z, rb, col, len);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // keys 8·kk .. 8·kk + 15 of the step
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp, fv[ND];
-      coopMatLoadNV(fp, sm, st * STAGE + 16 * sg * PROW + kk, PROW, false);
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ph, pl, vh[ND], vl[ND];
+      coopMatLoadNV(ph, sm, at + 16 * sg * PROW + kk, PROW, false);
       [[unroll]] for (uint n = 0; n < ND; n++)
-        coopMatLoadNV(fv[n], sm, st * STAGE + BM * PROW + 8 * kk * VROW + 2 * n, VROW, false);
-      [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(fp, fv[n], acc[n]);
+        coopMatLoadNV(vh[n], sm, at + 2 * PH + 8 * kk * VROW + 2 * n, VROW, false);
+      [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(ph, vh[n], acc[n]);
+      if (PASSES > 1) {
+        coopMatLoadNV(pl, sm, at + PH + 16 * sg * PROW + kk, PROW, false);
+        [[unroll]] for (uint n = 0; n < ND; n++)
+          coopMatLoadNV(vl[n], sm, at + 2 * PH + VH + 8 * kk * VROW + 2 * n, VROW, false);
+        [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(pl, vh[n], acc[n]);
+        [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(ph, vl[n], acc[n]);
+      }
     }
-    if (it + 1 < steps) stage(st ^ 1, (pass + 1) % PASSES);
+    if (more) {
+      if (NST == 1) barrier(); // every subgroup has read the stage it is about to replace
+      stage(NST == 1 ? st : st ^ 1);
+    }
     barrier();
-    st ^= 1;
+    if (NST == 2) st ^= 1;
   }
 
   // Out through shared memory: per subgroup 16 rows × HD floats (4·HD words).

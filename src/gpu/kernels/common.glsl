@@ -70,3 +70,22 @@ float epilogue(uint mode, float alpha, float v, float old) {
   if (mode == E_RELU2) return max(v, 0.0) * max(v, 0.0);
   return v;
 }
+
+// An f32 pair split for tensor-core products in f16 (the attention kernels'
+// hi + lo): hi = its top 11 significant bits (exact in f16 in its normal
+// range), lo = v − hi (exact in f32, kept by f16 to 2^-11 of itself), so that
+// hi_a·hi_b + lo_a·hi_b + hi_a·lo_b is about 2^-22 of |a|·|b| off a·b. hi is
+// cut from the bits, not rounded through f16 and back: NVIDIA's compiler
+// folds that round trip (unpackHalf2x16(packHalf2x16(x)), or through
+// float16_t) into x, even for a precise variable, and lo came out 0 (the
+// H200; docs/perf.md). Values are clamped to ±65504 first.
+uint pack_hi(vec2 v) {
+  vec2 c = clamp(v, -65504.0, 65504.0);
+  return packHalf2x16(uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u));
+}
+uint pack_lo(vec2 v) {
+  vec2 c = clamp(v, -65504.0, 65504.0);
+  return packHalf2x16(c - uintBitsToFloat(floatBitsToUint(c) & 0xffffe000u));
+}
+uvec4 pack8_hi(vec4 x, vec4 y) { return uvec4(pack_hi(x.xy), pack_hi(x.zw), pack_hi(y.xy), pack_hi(y.zw)); }
+uvec4 pack8_lo(vec4 x, vec4 y) { return uvec4(pack_lo(x.xy), pack_lo(x.zw), pack_lo(y.xy), pack_lo(y.zw)); }
