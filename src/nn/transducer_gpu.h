@@ -29,10 +29,11 @@ typedef struct gpu_transducer_search gpu_transducer_search;
  * parts); persistent falls back to steps where the kernel does not fit the
  * device's workgroup limits or failed its probe. */
 typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
-/* H200, random 0.6B TDT: a long file's batches of 4 pieces of 60 s searched
- * in 4.67 s persistent against 0.99 s in steps (10 minutes); 8 clips of 11 s
- * in 51.5 against 55.2 ms; 64 clips in ~56 ms persistent (docs/perf.md). */
-#define GPU_SEARCH_AUTO_BATCH 8
+/* H200, random 0.6B TDT, 11 s clips, steps advancing every clip of a batch
+ * each step: 8 clips searched in 17.1 ms in steps against 51.9 persistent;
+ * 64 clips in 94.1 against 56.9 (before rnnt_lstm took 4 clips a
+ * workgroup; docs/perf.md). */
+#define GPU_SEARCH_AUTO_BATCH 64
 
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
  * max_symbols that transducer_greedy refuses. *out stays NULL where the
