@@ -30,10 +30,11 @@ typedef struct gpu_transducer_search gpu_transducer_search;
  * device's workgroup limits or failed its probe. */
 typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
 /* H200, random 0.6B TDT, 11 s clips, steps advancing every clip of a batch
- * each step: 8 clips searched in 17.1 ms in steps against 51.9 persistent;
- * 64 clips in 94.1 against 56.9 (before rnnt_lstm took 4 clips a
- * workgroup; docs/perf.md). */
-#define GPU_SEARCH_AUTO_BATCH 64
+ * each step (rnnt_lstm 4 clips a workgroup), search stage in steps against
+ * persistent: 8 clips 15.7 against 52.1 ms, 16 clips 25.1 against 52.1, 64
+ * clips 82.9 against 56.1 (docs/perf.md): steps grow ~1.2 ms a clip, the
+ * persistent kernel (a workgroup per clip) stays near 52–56 ms. */
+#define GPU_SEARCH_AUTO_BATCH 40
 
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
  * max_symbols that transducer_greedy refuses. *out stays NULL where the
