@@ -34,7 +34,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 shared float xs[XS], hs[XS], px[CG][4 * U][LN], ph[CG][4 * U][LN], gate[CG][4][U];
-shared bool any, on[CG]; // some clip of the group feeds; which
+shared bool any;
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -50,10 +50,7 @@ void main() {
   uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * LN + lane;
   if (me == 0u) {
     bool a = false;
-    for (uint g = 0u; g < CG; g++) {
-      on[g] = feeds(c0 + g);
-      a = a || on[g];
-    }
+    for (uint g = 0u; g < CG; g++) a = a || feeds(c0 + g);
     any = a;
   }
   barrier();
@@ -61,11 +58,11 @@ void main() {
   uint wx = pc.vocab * H + l * (8u * H * H + 4u * H), wh = wx + 4u * H * H, b = wh + 4u * H * H;
   for (uint g = 0u; g < CG; g++) {
     uint cl = c0 + g, sb = 16u * (cl + 1u);
-    if (!on[g]) continue;
-    uint cur = state[sb + 5], hb = cl * 2u * L * H;
+    bool on = feeds(cl);
+    uint cur = on ? state[sb + 5] : 0u, hb = cl * 2u * L * H;
     for (uint i = me; i < H; i += 256u) {
-      xs[g * H + i] = l == 0u ? wts[state[sb + 6] * H + i] : h[hb + ((cur ^ 1u) * L + l - 1u) * H + i];
-      hs[g * H + i] = h[hb + (cur * L + l) * H + i];
+      xs[g * H + i] = !on ? 0.0 : l == 0u ? wts[state[sb + 6] * H + i] : h[hb + ((cur ^ 1u) * L + l - 1u) * H + i];
+      hs[g * H + i] = on ? h[hb + (cur * L + l) * H + i] : 0.0;
     }
   }
   barrier();
@@ -75,13 +72,11 @@ void main() {
   if (j < H) {
     for (uint i = lane; i < H; i += LN) {
       float w = wts[wx + row * H + i];
-      for (uint g = 0u; g < CG; g++)
-        if (on[g]) s1[g] += w * xs[g * H + i]; // a clip that is done (or not fed) costs no work
+      for (uint g = 0u; g < CG; g++) s1[g] += w * xs[g * H + i];
     }
     for (uint i = lane; i < H; i += LN) {
       float w = wts[wh + row * H + i];
-      for (uint g = 0u; g < CG; g++)
-        if (on[g]) s2[g] += w * hs[g * H + i];
+      for (uint g = 0u; g < CG; g++) s2[g] += w * hs[g * H + i];
     }
   }
   for (uint g = 0u; g < CG; g++) px[g][y][lane] = s1[g], ph[g][y][lane] = s2[g];
@@ -97,7 +92,7 @@ void main() {
   if (y >= U || lane >= CG) return;
   uint g = lane, cl = c0 + g;
   j = gl_WorkGroupID.x * U + y;
-  if (j >= H || !on[g]) return;
+  if (j >= H || !feeds(cl)) return;
   uint cur = state[16u * (cl + 1u) + 5], nxt = cur ^ 1u, hb = cl * 2u * L * H;
   float ig = sigmoid(gate[g][0][y]), fg = sigmoid(gate[g][1][y]), gg = tanh(gate[g][2][y]),
         og = sigmoid(gate[g][3][y]);
