@@ -156,7 +156,8 @@ static const uint32_t shapes[][2] = {{3072, 1024}, {4096, 1024}, {1024, 4096}, {
 /* (a) gpu_gemm forced to each of its gemm_tc tiles, k cut as gpu_gemm
  * cuts it for that tile (gpu_gemm_plan_for). */
 static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
-  static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TC128W};
+  static const gpu_gemm_variant variants[] = {GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TC128W,
+                                              GPU_GEMM_TC128K};
   printf("(a) gpu_gemm forced to a gemm_tc tile: µs (TFLOP/s) [diff]\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
@@ -168,9 +169,9 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
       gpu_gemm_plan plan;
       gpu_gemm_plan_for(d, &pb.l, pb.k, pb.m, &plan);
       double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
-      printf("  %3u×%-3u/%-2u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
-             t->sg_n * t->tn * 16, t->sg_m * t->sg_n, plan.splits, plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6,
-             diff, diff > 1e-3 ? " WRONG" : "");
+      printf("  %3u×%-3u/%-2u k%-2u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
+             t->sg_n * t->tn * 16, t->sg_m * t->sg_n, t->bk ? t->bk : 32, plan.splits,
+             plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
@@ -312,6 +313,18 @@ static void big_sweep(gpu_device *d, int reps) {
              tl->tm, tl->tn, u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
+    /* gpu_gemm forced to the 16-subgroup tile with k by 32 and by 64. */
+    static const gpu_gemm_variant wide[] = {GPU_GEMM_TC128W, GPU_GEMM_TC128K};
+    for (size_t v = 0; v < sizeof wide / sizeof *wide; v++) {
+      if (!gpu_gemm_variant_ok(d, wide[v])) continue;
+      gpu_gemm_force(d, wide[v]);
+      double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
+      printf("  gpu_gemm, 128×128 on 16 sg, k by %u  %.1f (%.1f) [%.0e]%s\n",
+             gpu_gemm_tiles[wide[v]].bk ? gpu_gemm_tiles[wide[v]].bk : 32, u, pb.flop / u * 1e-6, diff,
+             diff > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+    }
+    gpu_gemm_force(d, GPU_GEMM_AUTO);
     problem_free(&pb);
   }
 }

@@ -180,7 +180,7 @@ static void parakeet_down(void) {
   CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, bias, n, &l));
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
     /* The tiled and cooperative kernels never split k. */
-    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W;
+    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
     if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
     gpu_set_fast(d, v != GPU_GEMM_AUTO);
     gpu_gemm_force(d, (gpu_gemm_variant)v);
@@ -212,7 +212,7 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
   gpu_norm nrm = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
   float *a = test_random(m * k, 25), *c0 = test_random(m * width, 26), *y0 = test_random(m * ys, 27);
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
-    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W;
+    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
     if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
     gpu_set_fast(d, v != GPU_GEMM_AUTO);
     gpu_gemm_force(d, (gpu_gemm_variant)v);

@@ -24,8 +24,9 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
     }
     for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
       const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-      fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u on %u subgroups %s\n",
+      fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u on %u subgroups%s %s\n",
               t->kernel, t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->sg_m * t->sg_n,
+              t->bk == 64 ? ", k by 64" : "",
               gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? gpu_gemm_variant_used(d, (gpu_gemm_variant)v)
                                                                 ? "(probe passed, used)"
                                                                 : "(probe passed, slower here: not used)"

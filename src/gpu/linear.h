@@ -93,15 +93,17 @@ typedef enum {
   GPU_GEMM_TC64,
   GPU_GEMM_TC128,
   GPU_GEMM_TC128W, /* gemm_tc's 128×128 tile on 16 subgroups of 2×2 (for large m) */
+  GPU_GEMM_TC128K, /* the same with k in steps of 64 (one shared stage) */
   GPU_GEMM_VARIANTS
 } gpu_gemm_variant;
 
 /* A variant's kernel and tile (the probe and gpu_gemm share them). a16: it
- * rounds a to f16 (its result is that of f16(a)·W). */
+ * rounds a to f16 (its result is that of f16(a)·W); bk: gemm_tc's k step. */
 typedef struct {
   const char *kernel;
   uint32_t sg_m, sg_n, tm, tn;
   bool a16;
+  uint32_t bk;
 } gpu_gemm_tile;
 extern const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS];
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);

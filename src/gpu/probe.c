@@ -75,9 +75,9 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   gpu_buffer_free(ab);
   gpu_buffer_free(cb);
   gpu_linear_free(&l);
-  log_info("fast GEMM probe, %s %u×%u tile: %s (subgroups %g × %g, max |error| %g)", t->kernel,
-           t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, ok ? "passed" : "failed", layout[1],
-           layout[0], worst);
+  log_info("fast GEMM probe, %s %u×%u tile%s: %s (subgroups %g × %g, max |error| %g)", t->kernel,
+           t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->bk == 64 ? ", k by 64" : "",
+           ok ? "passed" : "failed", layout[1], layout[0], worst);
   return ok;
 }
 
@@ -396,8 +396,9 @@ static gpu_gemm_variant fastest_gemm(gpu_device *d, gpu_wtype t, uint32_t m, uin
     if (!v) d->use_fast = GPU_FAST_OFF;
     double s = op_seconds(d, run_gemm_op, &g, 3);
     d->use_fast = GPU_FAST_ALL;
-    log_info("GEMM %s %u×%u×%u: %s %.1f µs", t == GPU_Q8_0 ? "Q8_0" : "F16", m, n, k,
-             v ? gpu_gemm_tiles[v].kernel : "portable", s * 1e6 / 3);
+    log_info("GEMM %s %u×%u×%u: %s%s %.1f µs", t == GPU_Q8_0 ? "Q8_0" : "F16", m, n, k,
+             v ? gpu_gemm_tiles[v].kernel : "portable", gpu_gemm_tiles[v].bk == 64 ? " (k by 64)" : "",
+             s * 1e6 / 3);
     if (s > 0 && s < best_s) best_s = s, best = (gpu_gemm_variant)v;
   }
   d->gemm_force = GPU_GEMM_AUTO;

@@ -15,12 +15,16 @@
 // takes gemm.comp otherwise).
 //
 // Tile: BM × BN = (SG_M·TM·16) × (SG_N·TN·16) per workgroup of SG_M·SG_N
-// subgroups of 32 lanes, each owning TM × TN accumulators. k advances 32 at
-// a time through two shared-memory stages: while the tensor cores work on one
-// stage, the next step's a and W are already on their way from global memory
-// into registers (128-bit loads), then stored to the other stage — one barrier
-// per step. A shared row is 32 halves and 16 bytes of padding (80 bytes: the
-// 8 rows one 128-bit matrix-load phase reads fall in distinct banks). At the
+// subgroups of 32 lanes, each owning TM × TN accumulators. k advances BK (32
+// or 64, spec constant 6) at a time through shared memory: while the tensor
+// cores work on one stage, the next step's a and W are already on their way
+// from global memory into registers (128-bit loads), then stored — to the
+// other of two stages where two fit in 48 KiB (one barrier a step), else to
+// the one stage once every subgroup has read it (two barriers a step: BK 64
+// on the 128×128 tile, half the steps of BK 32 for the same loads in
+// flight). A shared row is BK halves and 16 bytes of padding (80 bytes at BK
+// 32: the 8 rows one 128-bit matrix-load phase reads fall in distinct banks).
+// Each output sums its k terms 16 at a time in the same order whatever BK. At the
 // end the accumulators leave through the same shared memory, TN side by side
 // per subgroup, so a subgroup writes rows of 16·TN consecutive outputs.
 // Every loop over tiles and loads is [[unroll]]: their bounds are
@@ -41,6 +45,7 @@ layout(constant_id = 2) const uint SG_N = 4;
 layout(constant_id = 3) const uint TM = 4;
 layout(constant_id = 4) const uint TN = 2;
 layout(constant_id = 5) const uint THREADS = 256; // 32 · SG_M · SG_N
+layout(constant_id = 6) const uint BK = 32;        // k per step: 32 or 64
 
 layout(std430, binding = 0) readonly buffer A { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
@@ -55,27 +60,30 @@ layout(push_constant) uniform Push {
   uint splits, kc;
 } p;
 
-const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32;
+const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16;
 const uint ROW = BK / 8 + 1;         // 128-bit words per shared row (one of padding)
 const uint STAGE = (BM + BN) * ROW;  // a's rows, then W's
+const uint NST = 2 * STAGE * 16 <= 49152 ? 2 : 1; // stages that fit
+const uint OUT = SG_M * SG_N * 64 * TN;           // the epilogue's words
 const uint AL = BM * (BK / 8) / THREADS, BL = BN * (BK / 8) / THREADS; // loads per invocation
-shared uvec4 sm[2 * STAGE];
+const uint CW = BK / 8;              // 128-bit chunks per row and step
+shared uvec4 sm[NST * STAGE > OUT ? NST * STAGE : OUT];
 
 vec4 ra[2 * AL]; // the next step's a (f32: converted when stored)
 uvec4 rb[BL];    // the next step's W
 
-// Global → registers: the step at k0. Chunk e is row e / 4, k0 + 8·(e % 4).
+// Global → registers: the step at k0. Chunk e is row e / CW, k0 + 8·(e % CW).
 void fetch(uint row0, uint col0, uint k0, uint kend) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0; i < AL; i++) {
-    uint e = tid + i * THREADS, row = row0 + e / 4, kk = k0 + 8 * (e % 4);
+    uint e = tid + i * THREADS, row = row0 + e / CW, kk = k0 + 8 * (e % CW);
     bool in_a = row < p.m && kk < kend;
     uint at = in_a ? (row * p.lda + kk) / 4 : 0;
     ra[2 * i] = in_a ? a4[at] : vec4(0.0);
     ra[2 * i + 1] = in_a ? a4[at + 1] : vec4(0.0);
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
-    uint e = tid + i * THREADS, row = col0 + e / 4, kk = k0 + 8 * (e % 4);
+    uint e = tid + i * THREADS, row = col0 + e / CW, kk = k0 + 8 * (e % CW);
     rb[i] = row < p.n && kk < kend ? w8[(row * p.wk + kk) / 8] : uvec4(0);
   }
 }
@@ -88,7 +96,7 @@ void stage(uint s) {
   [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS;
     vec4 x = ra[2 * i], y = ra[2 * i + 1];
-    sm[s * STAGE + (e / 4) * ROW + e % 4] =
+    sm[s * STAGE + (e / CW) * ROW + e % CW] =
         uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw));
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
@@ -97,7 +105,7 @@ void stage(uint s) {
     if (WTYPE == W_BF16)
       v = uvec4(bf16_to_f16_pair(v.x), bf16_to_f16_pair(v.y), bf16_to_f16_pair(v.z),
                 bf16_to_f16_pair(v.w));
-    sm[s * STAGE + (BM + e / 4) * ROW + e % 4] = v;
+    sm[s * STAGE + (BM + e / CW) * ROW + e % CW] = v;
   }
 }
 
@@ -134,9 +142,12 @@ void main() {
       [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i * TN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * TN + j]);
     }
-    if (more) stage(s ^ 1);
+    if (more) {
+      if (NST == 1) barrier(); // every subgroup has read the stage it is about to replace
+      stage(NST == 1 ? s : s ^ 1);
+    }
     barrier();
-    s ^= 1;
+    if (NST == 2) s ^= 1;
   }
 
   // Out through shared memory: per subgroup 16 rows × 16·TN floats (64·TN words).
