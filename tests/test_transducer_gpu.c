@@ -307,6 +307,10 @@ int main(void) {
   one("RNN-T sigmoid, odd widths", 37, 2, 53, 300, 0, JOINT_SIGMOID, 5, 17, 400, 0, 0);
   one("TDT 0.6B v2 widths", 640, 2, 640, 1025, 5, JOINT_RELU, 10, 5, 500, 0, 0);
   one("RNN-T 1.1B widths, step cap", 640, 2, 640, 1025, 0, JOINT_RELU, 2, 5, 600, 0, 0);
+  /* Mostly blanks over many frames: runs of blanks picked in one dispatch
+   * from rnnt_joint's window of frames, TDT's jumps crossing its edge. */
+  one("TDT blank-heavy, 200 frames", 32, 1, 48, 41, 5, JOINT_RELU, 10, 200, 750, 0.6f, 0);
+  one("RNN-T blank-heavy, 200 frames", 32, 2, 48, 41, 0, JOINT_RELU, 3, 200, 760, 0.9f, 0);
   /* No frames: nothing to search. */
   one("TDT, no frames", 32, 1, 48, 41, 5, JOINT_RELU, 10, 0, 700, 0, 0);
   /* Batches: B = 5 (then 1), 3, 2 clips; the real hidden sizes (640: Parakeet,

@@ -45,6 +45,7 @@ struct gpu_transducer {
   int vocab, hidden, layers, joint, n_dur, max_symbols, act;
   uint32_t off_pred, off_out;  /* where pred_w and out_w start in wts */
   uint32_t pwg;                /* rnnt_search's workgroup size; 0: no fit */
+  uint32_t wf;                 /* rnnt_joint's window of frames (its WF) */
   gpu_buffer *wts, *dur;
 };
 
@@ -57,6 +58,7 @@ struct gpu_transducer_search {
   gpu_buffer *mirror; /* the state's header after each part (PARTS_MAX slots), for the host */
   uint32_t room;
   uint32_t lanes; /* clips the steps buffers (state, h, c, p, logits) hold */
+  uint32_t active; /* clips still searching as last seen by the host (≥ 1 while recording) */
   gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
   uint32_t clips;
   uint32_t budget; /* gpu_transducer_search_force: steps per dispatch (0: not forced) */
@@ -101,7 +103,7 @@ static int fit_lanes(gpu_transducer_search *s, uint32_t n) {
   TRY(gpu_buffer_new(d, hc, &s->h));
   TRY(gpu_buffer_new(d, hc, &s->c));
   TRY(gpu_buffer_new(d, (size_t)n * (size_t)g->joint * sizeof(float), &s->p));
-  TRY(gpu_buffer_new(d, (size_t)n * (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits));
+  TRY(gpu_buffer_new(d, (size_t)n * g->wf * (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits));
   s->lanes = n;
   return 0;
 }
@@ -181,6 +183,16 @@ static void persistent_fit(gpu_transducer *g, const gpu_info *info) {
   }
 }
 
+/* rnnt_joint's window: up to 8 frames, as many as its shared memory holds
+ * (the frames' z, WF·joint floats; their partial sums, 1 KiB a frame; 3 KiB
+ * of reductions); 0 where not even one frame fits. */
+static uint32_t joint_window(uint32_t joint, size_t shared) {
+  size_t fixed = 3 * 256 * 4 + 64, per = 4 * (size_t)joint + 1024;
+  if (shared < fixed + per) return 0;
+  size_t w = (shared - fixed) / per;
+  return w > 8 ? 8 : (uint32_t)w;
+}
+
 static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **out) {
   *out = NULL;
   if (transducer_max_steps(m->max_symbols, 1) == 0)
@@ -198,6 +210,11 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
                         .joint = m->joint, .n_dur = m->durations ? m->n_durations : 0,
                         .max_symbols = m->max_symbols, .act = (int)m->act};
   persistent_fit(g, gpu_device_info(dev));
+  g->wf = joint_window((uint32_t)g->joint, gpu_device_info(dev)->max_shared_memory);
+  if (!g->wf) {
+    gpu_transducer_free(g);
+    return 0; /* the CPU path decodes it */
+  }
   int st = upload_all(g, m);
   if (st) {
     gpu_transducer_free(g);
@@ -329,9 +346,13 @@ static void record_predict(gpu_transducer_search *s, uint32_t n) {
   const gpu_transducer *g = s->g;
   uint32_t H = (uint32_t)g->hidden, L = (uint32_t)g->layers;
   /* rnnt_lstm takes up to 4 clips a workgroup (each weight read once for
-   * all of them), as many as 4096 floats of their x (and of h) allow. */
+   * all of them), as many as 4096 floats of their x (and of h) allow, and
+   * no more than the clips still searching: a group's finished clips cost
+   * its workgroups their share of the work (a batch's longest clip often
+   * runs on alone). */
   uint32_t cg = 4096 / H < 4 ? 4096 / H : 4;
   if (cg > n) cg = n;
+  if (cg > s->active) cg = s->active;
   if (cg < 1) cg = 1;
   uint32_t spec[2] = {cg, cg * H};
   gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", spec, 2);
@@ -351,7 +372,8 @@ static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t str
                          int steps) {
   const gpu_transducer *g = s->g;
   uint32_t R = (uint32_t)(g->vocab + g->n_dur);
-  gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", NULL, 0);
+  uint32_t spec[2] = {g->wf, g->wf * (uint32_t)g->joint};
+  gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", spec, 2);
   uint32_t push[8] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
                       (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols, g->off_out};
   gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out};
@@ -420,6 +442,7 @@ static int record_parts(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     if (p > 0)
       TRY(gpu_download(s->mirror, ((size_t)(p - 1) * ST_WORDS + ST_SEARCHING) * 4, &searching, 4));
     if (!searching) return 0;
+    if (p > 0) s->active = searching; /* for the next part's grouping */
     TRY(transducer_check_abort(stop));
   }
   return 0;
@@ -450,6 +473,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     base += c[ST_ROOM];
     st[ST_SEARCHING] += !c[ST_DONE];
   }
+  s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
   int rc = zeros ? 0 : STENO_ERR_NOMEM;
@@ -487,6 +511,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     t_rec += b - a, t_run += c - b, t_state += time_now() - c;
     chunks++;
     int want = 0;
+    s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
     for (uint32_t i = 0; i < n; i++) {
       const uint32_t *ci = st + (i + 1) * ST_WORDS;
       int next = ci[ST_DONE] ? 0 : next_chunk(ci, ci[ST_T], ci[ST_ROOM], chunk);
