@@ -25,7 +25,7 @@
  * ST_WORDS per clip. */
 enum { ST_SEARCHING }; /* header: the clips still searching */
 enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT,
-       ST_T, ST_FIRST, ST_BASE, ST_WORDS = 16 };
+       ST_T, ST_FIRST, ST_BASE, ST_ROUNDS, ST_WORDS = 16 };
 /* The most clips one steps search takes at once (more go in turns). */
 enum { STEPS_CLIPS = 256 };
 /* rnnt_search.comp's state words per clip. */
@@ -410,15 +410,16 @@ static int take_tokens(gpu_transducer_search *s, uint32_t base, uint32_t n, dec_
   return rc;
 }
 
-/* Steps to record in the next chunk, from how far the search got: the steps
- * it took per frame so far, over the frames left, and 8 steps to spare;
- * doubling while it has not left the first frame. Every recorded step is a
- * few dispatches the GPU runs even after the search ended (about 30 µs a
- * step on the H200, which is most of a search's time): recording a chunk too
- * long costs that, one too short a round trip (~0.3 ms). With a quarter to
- * spare the H200's 11 s search recorded 250 steps for 156 (doubling: 224). */
-static int next_chunk(const uint32_t *st, uint32_t t, uint32_t room, int chunk) {
-  uint32_t frame = st[ST_STEP], taken = room - 1 - st[ST_LEFT];
+/* Steps (each a joint dispatch and the LSTM's) to record in the next chunk,
+ * from how far the search got: the rounds it took per frame so far (a round
+ * picks up to a window's run of blanks), over the frames left, and 8 to
+ * spare; doubling while it has not left the first frame. Every recorded step
+ * is a few dispatches the GPU runs even after the search ended (about 30 µs
+ * a step on the H200, which is most of a search's time): recording a chunk
+ * too long costs that, one too short a round trip (~0.3 ms). With a quarter
+ * to spare the H200's 11 s search recorded 250 steps for 156 (doubling: 224). */
+static int next_chunk(const uint32_t *st, uint32_t t, int chunk) {
+  uint32_t frame = st[ST_STEP], taken = st[ST_ROUNDS];
   if (frame == 0 || frame >= t) return chunk < CHUNK_LAST ? 2 * chunk : CHUNK_LAST;
   double want = (double)taken / frame * (t - frame) + 8;
   return want < CHUNK_LAST ? (int)want : CHUNK_LAST;
@@ -514,24 +515,25 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
     for (uint32_t i = 0; i < n; i++) {
       const uint32_t *ci = st + (i + 1) * ST_WORDS;
-      int next = ci[ST_DONE] ? 0 : next_chunk(ci, ci[ST_T], ci[ST_ROOM], chunk);
+      int next = ci[ST_DONE] ? 0 : next_chunk(ci, ci[ST_T], chunk);
       want = next > want ? next : want;
     }
     chunk = want;
   }
   double t2 = time_now();
-  uint32_t steps = 0, tokens = 0;
+  uint32_t steps = 0, rounds = 0, tokens = 0;
   for (uint32_t i = 0; !rc && i < n; i++) {
     const uint32_t *c = st + (i + 1) * ST_WORDS;
     uint32_t taken = c[ST_ROOM] - 1 - c[ST_LEFT];
     steps = taken > steps ? taken : steps;
+    rounds = c[ST_ROUNDS] > rounds ? c[ST_ROUNDS] : rounds;
     tokens += c[ST_OUT];
     rc = take_tokens(s, c[ST_BASE], c[ST_OUT] < c[ST_ROOM] ? c[ST_OUT] : c[ST_ROOM], &out[i]);
   }
-  log_debug("transducer search: %u clips (%u frames in the first), %u steps at most (%u tokens) "
-            "in %d chunks of %d recorded%s; uploads %.2f ms, recording %.2f, runs %.2f, state "
-            "downloads %.2f, tokens %.2f ms",
-            n, clips[0].t, steps, tokens, chunks, recorded, parts ? " in parts" : "",
+  log_debug("transducer search: %u clips (%u frames in the first), %u steps in %u rounds at most "
+            "(%u tokens) in %d chunks of %d recorded%s; uploads %.2f ms, recording %.2f, runs "
+            "%.2f, state downloads %.2f, tokens %.2f ms",
+            n, clips[0].t, steps, rounds, tokens, chunks, recorded, parts ? " in parts" : "",
             (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3, t_state * 1e3, (time_now() - t2) * 1e3);
   free(st);
   return rc;

@@ -26,6 +26,7 @@
 //        [4] emit: the LSTM takes `tok` this step  [5] cur: which h/c copy is current
 //        [6] tok  [7] tokens out  [8] room for tokens  [9] workgroups finished
 //        [10] t (frames)  [11] first (its encoder row)  [12] base (its first token in out)
+//        [13] rounds: the dispatches that picked for it (the host sizes its chunks by them)
 // enc    f32 (binding 1): the joint's encoder projection, frame s of the clip
 //        at (first + s)·stride
 // p      f32 (binding 2): the predictor's projection [clips][joint]
@@ -105,6 +106,7 @@ void total(float v) {
 // The picks and moves (part 2), by the last workgroup: window frames f0 .. f0 + nw − 1.
 void pick_steps(uint me, uint f0, uint nw) {
   uint l = me, V = pc.vocab, blank = V - 1;
+  if (l == 0) state[sb + 13] += 1u;
   for (;;) {
     uint at0 = lb + (state[sb + 1] - f0) * pc.rows; // this decision's frame's logits
     first_max(at0, V);
