@@ -178,6 +178,13 @@ int gpu_rec_flush(gpu_rec *rec);
 void gpu_rec_split(gpu_rec *rec, bool on);
 bool gpu_rec_splits(const gpu_rec *rec); /* whether gpu_rec_flush splits */
 
+/* Between on and off, dispatches run side by side: the first waits for
+ * everything recorded before it as always, the others do not wait for it or
+ * for each other (none may read what another of the group writes, nor write
+ * what another reads or writes); the first dispatch after the group waits
+ * for all of them. */
+void gpu_rec_together(gpu_rec *rec, bool on);
+
 /* Records a copy of `bytes` from src at src_off into dst at dst_off, after
  * every earlier dispatch and before every later one. dst may be a readback
  * buffer (gpu_buffer_readback_new): the host reads it with gpu_download once

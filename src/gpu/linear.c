@@ -374,6 +374,17 @@ void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linea
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
 }
 
+void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                    gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
+  if (lda < l->k)
+    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
+  gpu_gemm_plan g;
+  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
+  g.splits = 1;
+  g.kc = l->k;
+  record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
+}
+
 void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
                    uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
                    gpu_buffer *y, uint32_t y_stride) {

@@ -71,6 +71,11 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
+/* gpu_gemm_strided without cutting k (whatever the rows): GEMMs recorded side
+ * by side (gpu_rec_together) must not share the device's split-k scratch. */
+void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                    gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
+
 /* gpu_gemm_strided, then y = LayerNorm(the first `cols` columns of c's m
  * rows) with n, y's rows y_stride floats apart from 0 — what gpu_layer_norm
  * (c, 0, width, n, y, 0, y_stride, m, cols) would write after it. Where the

@@ -44,6 +44,7 @@ struct gpu_rec {
   double t_begin; /* when the call's recording began (for the profile) */
   double t_submit; /* when it was submitted (for the profile) */
   bool submitted;  /* gpu_rec_submit ran, gpu_rec_wait not yet */
+  int together;    /* gpu_rec_together: 1 the next dispatch opens a group, 2 in one */
 };
 
 int gpu_rec_new(gpu_device *d, gpu_rec **out) {
@@ -91,6 +92,8 @@ void gpu_rec_profile(gpu_rec *r, const char *title) {
 }
 
 void gpu_rec_split(gpu_rec *r, bool on) { r->split = on; }
+
+void gpu_rec_together(gpu_rec *r, bool on) { r->together = on ? 1 : 0; }
 gpu_device *gpu_rec_device(const gpu_rec *r) { return r->d; }
 
 int gpu_rec_fail(gpu_rec *r, int status) {
@@ -150,6 +153,7 @@ int gpu_rec_begin(gpu_rec *r) {
   r->next = 0;
   r->status = 0;
   r->dispatches = 0;
+  r->together = 0;
   r->call++;
   r->submitted = false;
   if (r->call == 0) r->call = 1;
@@ -223,8 +227,11 @@ static void record(gpu_rec *r, gpu_kernel *k, VkDescriptorSet set, const void *p
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  /* In a group (gpu_rec_together) only its first dispatch waits. */
+  if (r->together != 2)
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  if (r->together == 1) r->together = 2;
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->d->layout, 0, 1, &set, 0, NULL);
   if (push_bytes)

@@ -182,6 +182,7 @@ static int conv_module(gpu_device *dev, const gguf_file *f, const conformer_dims
 int conformer_load(gpu_device *dev, const gguf_file *f, const conformer_dims *dims, int i,
                    conformer_block *b) {
   memset(b, 0, sizeof *b);
+  b->index = (uint32_t)i;
   char key[128];
   int st = 0;
   struct {
@@ -260,6 +261,8 @@ int conformer_set_lens(conformer_scratch *s, const uint32_t *lens, uint32_t clip
 void conformer_scratch_free(conformer_scratch *s) {
   gpu_buffer *b[] = {s->x, s->h, s->o, s->wide, s->pe, s->p, s->scores, s->lens};
   for (size_t i = 0; i < sizeof b / sizeof *b; i++) gpu_buffer_free(b[i]);
+  for (uint32_t i = 0; i < s->npl; i++) gpu_buffer_free(s->pl[i]);
+  free(s->pl);
   memset(s, 0, sizeof *s);
 }
 
@@ -282,7 +285,28 @@ static int rope_table(const conformer_dims *dims, uint32_t t, conformer_scratch 
   return st;
 }
 
+int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
+                                const conformer_block *blocks, uint32_t layers,
+                                conformer_scratch *s, uint32_t t) {
+  if (dims->rotary || !layers) return 0;
+  if (t > s->t) return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames in room for %u", t, s->t);
+  if (s->npl < layers) {
+    gpu_buffer **pl = realloc(s->pl, layers * sizeof *pl);
+    if (!pl) return STENO_ERR_NOMEM;
+    s->pl = pl;
+    size_t bytes = (2 * (size_t)s->t - 1) * s->stride * sizeof(float);
+    for (; s->npl < layers; s->npl++) TRY(gpu_buffer_new(gpu_rec_device(rec), bytes, &s->pl[s->npl]));
+  }
+  gpu_rec_together(rec, true);
+  for (uint32_t i = 0; i < layers; i++)
+    gpu_gemm_whole(rec, s->pe, s->stride, &blocks[i].pos, s->pl[i], 2 * t - 1, GPU_EPI_BIAS, 0);
+  gpu_rec_together(rec, false);
+  s->projected = layers;
+  return 0;
+}
+
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
+  s->projected = 0;
   if (dims->rotary) return rope_table(dims, t, s);
   size_t rows = 2 * (size_t)t - 1, S = s->stride, d = dims->d;
   float *pe = mem_alloc(rows * S, sizeof *pe);
@@ -310,14 +334,18 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
                                  conformer_scratch *s, uint32_t t) {
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads, n = clips(s), rows = n * t;
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, rows, GPU_EPI_BIAS, 0);
-  gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
+  gpu_buffer *pos = s->p;
+  if (b->index < s->projected && b->index < s->npl)
+    pos = s->pl[b->index];
+  else
+    gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
   uint32_t W = gpu_linear_width(&b->qkv);
   gpu_attn a = {
       .q = {s->wide, 0, W},
       .k = {s->wide, d, W},
       .v = {s->wide, 2 * d, W},
       .qv = {s->wide, b->qkv.n, W},
-      .pos = {s->p, 0, S},
+      .pos = {pos, 0, S},
       .o = {s->o, 0, S},
       .scores = s->scores,
       .t = t,

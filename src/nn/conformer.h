@@ -27,6 +27,7 @@ typedef struct {
   gpu_dwconv dw;
   gpu_norm conv_norm;  /* BatchNorm folded to an affine, or a LayerNorm */
   gpu_conv_norm conv_mode;
+  uint32_t index;      /* its place in the stack (conformer_load's i) */
 } conformer_block;
 
 /* Sizes of a conformer stack. */
@@ -64,6 +65,11 @@ typedef struct {
    * of t rows, the single-clip path), lens their own frames (uint32). */
   uint32_t batch, clips;
   gpu_buffer *lens;
+  /* conformer_project_positions: block i's projection of pe in pl[i] (each
+   * [2t − 1][stride]) for blocks below `projected`; 0 after
+   * conformer_positions, until the next projection. */
+  gpu_buffer **pl;
+  uint32_t npl, projected;
 } conformer_scratch;
 
 int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
@@ -83,6 +89,15 @@ void conformer_scratch_free(conformer_scratch *s);
  * Rotary: the RoPE table of positions 0 … t − 1 (gpu_rope's layout), in f32 as
  * GigaAM computes it. */
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
+
+/* Records every block's linear_pos of the positions conformer_positions
+ * uploaded (relative attention; nothing for rotary), side by side
+ * (gpu_rec_together) instead of one in each block: each block's attention
+ * then takes its own. Blocks are blocks[0 .. layers − 1], their index their
+ * place. */
+int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
+                                const conformer_block *blocks, uint32_t layers,
+                                conformer_scratch *s, uint32_t t);
 
 /* Records one block over t frames of s->x (in place); after
  * conformer_set_lens with several clips, over each clip's t rows as

@@ -158,6 +158,7 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   TRY(conformer_set_lens(&b->enc, t, clips));
   TRY(conformer_positions(&m->c.dims, T, &b->enc));
   TRY(gpu_rec_begin(s->rec));
+  TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
   dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);
   for (uint32_t i = 0; i < m->c.layers; i++) {

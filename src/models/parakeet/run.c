@@ -93,6 +93,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
   TRY(conformer_positions(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
+  TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   float scale = m->c.xscaling ? sqrtf((float)d) : 0;
   dw_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, valid, a->enc.x, scale);
   for (uint32_t i = 0; i < m->c.layers; i++) {
