@@ -453,6 +453,35 @@ static void fast_timing(void) {
   gpu_close(d);
 }
 
+/* gpu_rec_together: a group's first dispatch waits for the dispatch before
+ * it, the group's members run side by side, the dispatch after waits for all
+ * of them. x = a + b; then, together, y_i = x + a (8 of them, each its own
+ * buffer); then z = y_0 + y_7 = 2x + 2a. */
+static void together(gpu_device *d) {
+  enum { R = 16, C = 256, G = 8 };
+  float *a = test_random(R * C, 61), *b = test_random(R * C, 62), *want = test_floats(R * C);
+  gpu_buffer *ab = test_upload(a, R * C), *bb = test_upload(b, R * C), *xb = test_random_buffer(R * C, 63);
+  gpu_buffer *zb = test_random_buffer(R * C, 64), *yb[G];
+  for (int i = 0; i < G; i++) yb[i] = test_random_buffer(R * C, 65 + (uint32_t)i);
+  gpu_rec *rec;
+  CHECK_OK(gpu_rec_new(d, &rec));
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_add(rec, ab, 0, C, bb, 0, C, xb, 0, C, R, C);
+  gpu_rec_together(rec, true);
+  for (int i = 0; i < G; i++) gpu_add(rec, xb, 0, C, ab, 0, C, yb[i], 0, C, R, C);
+  gpu_rec_together(rec, false);
+  gpu_add(rec, yb[0], 0, C, yb[G - 1], 0, C, zb, 0, C, R, C);
+  float *got = test_run_read(rec, zb, R * C);
+  for (int i = 0; i < R * C; i++) want[i] = ((a[i] + b[i]) + a[i]) + ((a[i] + b[i]) + a[i]);
+  check_close("gpu_rec_together: the group after its input, the next dispatch after the group", got,
+              want, R * C, 0.0f);
+  gpu_rec_free(rec);
+  gpu_buffer *all[] = {ab, bb, xb, zb};
+  for (int i = 0; i < 4; i++) gpu_buffer_free(all[i]);
+  for (int i = 0; i < G; i++) gpu_buffer_free(yb[i]);
+  free(a), free(b), free(want), free(got);
+}
+
 int main(void) {
   test_device();
   fast_timing();
@@ -463,6 +492,7 @@ int main(void) {
   transfers(test_device());
   batched(test_device()); /* mapped memory: the batch changes nothing */
   copies(test_device());
+  together(test_device());
   /* The staged path a discrete GPU takes, on whatever device this is. */
   setenv("STENO_NO_MAP", "1", 1);
   gpu_device *staged;
