@@ -167,6 +167,17 @@ static void strided(void) {
   free(w), free(a), free(bias), free(want), free(got);
 }
 
+/* Forces variant v if it is one that splits k (the portable kernel or a
+ * gemm_tc tile whose probe passed here; the tiled and cooperative kernels
+ * never split k); false to skip it. */
+static bool use_splitting(gpu_device *d, int v) {
+  bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
+  if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) return false;
+  gpu_set_fast(d, v != GPU_GEMM_AUTO);
+  gpu_gemm_force(d, (gpu_gemm_variant)v);
+  return true;
+}
+
 /* Parakeet 0.6B's FFN down at an 11 s clip, 138×1024×4096: few tiles and a
  * long k, so gpu_gemm cuts k (6 pieces on the portable kernel, 48 tiles) and
  * gemm_reduce sums them; checked to split before the outputs are checked, so
@@ -179,11 +190,7 @@ static void parakeet_down(void) {
   gpu_linear l;
   CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, bias, n, &l));
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
-    /* The tiled and cooperative kernels never split k. */
-    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
-    if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
-    gpu_set_fast(d, v != GPU_GEMM_AUTO);
-    gpu_gemm_force(d, (gpu_gemm_variant)v);
+    if (!use_splitting(d, v)) continue;
     gpu_gemm_plan g;
     gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m[0], &g);
     bool cut = g.splits > 1 && g.kc * g.splits >= k && g.kc * (g.splits - 1) < k;
@@ -212,10 +219,7 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
   gpu_norm nrm = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
   float *a = test_random(m * k, 25), *c0 = test_random(m * width, 26), *y0 = test_random(m * ys, 27);
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
-    bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
-    if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) continue;
-    gpu_set_fast(d, v != GPU_GEMM_AUTO);
-    gpu_gemm_force(d, (gpu_gemm_variant)v);
+    if (!use_splitting(d, v)) continue;
     gpu_gemm_plan plan;
     gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
     CHECK(plan.splits > 1, "%zux%zux%zu on variant %d: k not split, the fused reduce untested", m,

@@ -365,21 +365,26 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
                (l->n + 255) / 256, m, 1);
 }
 
+/* gpu_gemm's plan for a call, or false (the recording failed) for an lda below k. */
+static bool planned(gpu_rec *rec, const gpu_linear *l, uint32_t lda, uint32_t m, gpu_gemm_plan *g) {
+  if (lda < l->k) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
+    return false;
+  }
+  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, g);
+  return true;
+}
+
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
-  if (lda < l->k)
-    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   gpu_gemm_plan g;
-  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
-  record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
+  if (planned(rec, l, lda, m, &g)) record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
 }
 
 void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                     gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
-  if (lda < l->k)
-    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   gpu_gemm_plan g;
-  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
+  if (!planned(rec, l, lda, m, &g)) return;
   g.splits = 1;
   g.kc = l->k;
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
@@ -388,10 +393,8 @@ void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear 
 void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
                    uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
                    gpu_buffer *y, uint32_t y_stride) {
-  if (lda < l->k)
-    return (void)gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm: lda %u < k %u", lda, l->k));
   gpu_gemm_plan g;
-  gpu_gemm_plan_for(gpu_rec_device(rec), l, lda, m, &g);
+  if (!planned(rec, l, lda, m, &g)) return;
   /* gpu_layer_norm's checks, for the norm's half (its own call below makes them). */
   bool fits = m > 0 && cols > 0 && cols <= l->n && n && n->g && n->b && n->eps >= 0.0f && y &&
               y != c && gpu_slice_fits(y, 0, y_stride, m, cols) &&
