@@ -170,7 +170,7 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
       gpu_gemm_plan_for(d, &pb.l, pb.k, pb.m, &plan);
       double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
       printf("  %3u×%-3u/%-2u k%-2u %u piece%s  %.1f (%.0f) [%.1e]%s\n", t->sg_m * t->tm * 16,
-             t->sg_n * t->tn * 16, t->sg_m * t->sg_n, t->bk ? t->bk : 32, plan.splits,
+             t->sg_n * t->tn * 16, t->sg_m * t->sg_n, t->bk, plan.splits,
              plan.splits > 1 ? "s" : " ", u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
@@ -320,7 +320,7 @@ static void big_sweep(gpu_device *d, int reps) {
       gpu_gemm_force(d, wide[v]);
       double u = timed(d, record_one, &pb, &(config){0}, reps), diff = diff_from_ref(&pb);
       printf("  gpu_gemm, 128×128 on 16 sg, k by %u  %.1f (%.1f) [%.0e]%s\n",
-             gpu_gemm_tiles[wide[v]].bk ? gpu_gemm_tiles[wide[v]].bk : 32, u, pb.flop / u * 1e-6, diff,
+             gpu_gemm_tiles[wide[v]].bk, u, pb.flop / u * 1e-6, diff,
              diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }

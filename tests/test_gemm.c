@@ -171,7 +171,7 @@ static void strided(void) {
  * gemm_tc tile whose probe passed here; the tiled and cooperative kernels
  * never split k); false to skip it. */
 static bool use_splitting(gpu_device *d, int v) {
-  bool tc = v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
+  bool tc = gpu_gemm_tiles[v].bk != 0; /* gemm_tc's tiles */
   if (v != GPU_GEMM_AUTO && (!tc || !gpu_gemm_variant_ok(d, (gpu_gemm_variant)v))) return false;
   gpu_set_fast(d, v != GPU_GEMM_AUTO);
   gpu_gemm_force(d, (gpu_gemm_variant)v);

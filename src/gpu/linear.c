@@ -32,30 +32,30 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
     [GPU_GEMM_COOP64] = {"gemm_coop", 2, 2, 2, 2, false},
     [GPU_GEMM_TILED64] = {"gemm_tiled", 2, 2, 2, 2, false},
     [GPU_GEMM_TILED128] = {"gemm_tiled", 2, 4, 4, 2, false},
-    [GPU_GEMM_TC64] = {"gemm_tc", 2, 2, 2, 4, true},
-    [GPU_GEMM_TC128] = {"gemm_tc", 2, 4, 4, 2, true},
+    [GPU_GEMM_TC64] = {"gemm_tc", 2, 2, 2, 4, true, 32},
+    [GPU_GEMM_TC128] = {"gemm_tc", 2, 4, 4, 2, true, 32},
     /* The same tile on twice the subgroups, each with a quarter of the
      * accumulators: the H200 ran it 1.3–5× faster at m ≥ 1500 (docs/perf.md). */
-    [GPU_GEMM_TC128W] = {"gemm_tc", 4, 4, 2, 2, true},
+    [GPU_GEMM_TC128W] = {"gemm_tc", 4, 4, 2, 2, true, 32},
     /* ... with k in steps of 64: half the steps (each waits on its loads'
      * latency), one shared stage. */
     [GPU_GEMM_TC128K] = {"gemm_tc", 4, 4, 2, 2, true, 64},
 };
 
-static bool is_tc(gpu_gemm_variant v) {
-  return v == GPU_GEMM_TC64 || v == GPU_GEMM_TC128 || v == GPU_GEMM_TC128W || v == GPU_GEMM_TC128K;
-}
+/* gemm_tc's tiles are the ones with a k step. */
+static bool is_tc(gpu_gemm_variant v) { return gpu_gemm_tiles[v].bk != 0; }
 
 /* Whether gemm_tc passed its probe here (Q8_0 layers then get an f16 copy; it
  * reads BF16 as stored, rounding to f16 when staging). */
 static bool tc_passed(const gpu_device *d) {
-  return d->gemm_ok[GPU_GEMM_TC64] || d->gemm_ok[GPU_GEMM_TC128] || d->gemm_ok[GPU_GEMM_TC128W] ||
-         d->gemm_ok[GPU_GEMM_TC128K];
+  for (int v = 1; v < GPU_GEMM_VARIANTS; v++)
+    if (is_tc((gpu_gemm_variant)v) && d->gemm_ok[v]) return true;
+  return false;
 }
 
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
   const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  uint32_t spec[7] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk ? t->bk : 32};
+  uint32_t spec[7] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk};
   return gpu_rec_kernel(rec, t->kernel, spec, v == GPU_GEMM_COOP64 ? 1 : is_tc(v) ? 7 : 6);
 }
 
@@ -300,7 +300,6 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   bool split = v == GPU_GEMM_AUTO || is_tc(v);
   uint32_t splits = split ? split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K) : 1;
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
-  if (!step) step = 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split};

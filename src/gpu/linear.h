@@ -103,7 +103,8 @@ typedef enum {
 } gpu_gemm_variant;
 
 /* A variant's kernel and tile (the probe and gpu_gemm share them). a16: it
- * rounds a to f16 (its result is that of f16(a)·W); bk: gemm_tc's k step. */
+ * rounds a to f16 (its result is that of f16(a)·W); bk: gemm_tc's k step (32
+ * or 64; 0 for the other kernels, which never split k). */
 typedef struct {
   const char *kernel;
   uint32_t sg_m, sg_n, tm, tn;

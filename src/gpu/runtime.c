@@ -381,8 +381,9 @@ static void load_scratch_free(gpu_device *d) {
   d->lscratch_bytes = 0;
 }
 
-int gpu_load_work_done(gpu_device *d) {
-  if (d->batch) return 0;
+/* Runs the load work recorded so far (its uploads must have landed), then
+ * frees the scratch it read. */
+static int load_work_run(gpu_device *d) {
   int st = 0;
   if (d->load_open) {
     d->load_open = false;
@@ -392,6 +393,8 @@ int gpu_load_work_done(gpu_device *d) {
   return st;
 }
 
+int gpu_load_work_done(gpu_device *d) { return d->batch ? 0 : load_work_run(d); }
+
 #define LOAD_SCRATCH_BYTES ((size_t)256 << 20)
 
 int gpu_load_scratch(gpu_device *d, size_t bytes, gpu_buffer **out) {
@@ -400,12 +403,8 @@ int gpu_load_scratch(gpu_device *d, size_t bytes, gpu_buffer **out) {
   if (d->nlscratch && (d->nlscratch == n || d->lscratch_bytes + bytes > LOAD_SCRATCH_BYTES)) {
     /* The uploads the work reads land first, then the work runs. */
     int st = gpu_upload_settle(d);
-    if (!st && d->load_open) {
-      d->load_open = false;
-      st = gpu_rec_run(d->load_rec);
-    }
-    load_scratch_free(d);
-    TRY(st);
+    if (st) load_scratch_free(d);
+    TRY(st ? st : load_work_run(d));
   }
   TRY(gpu_buffer_new(d, bytes, out));
   d->lscratch[d->nlscratch++] = *out;

@@ -335,7 +335,7 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads, n = clips(s), rows = n * t;
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, rows, GPU_EPI_BIAS, 0);
   gpu_buffer *pos = s->p;
-  if (b->index < s->projected && b->index < s->npl)
+  if (b->index < s->projected) /* projected ≤ npl */
     pos = s->pl[b->index];
   else
     gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);

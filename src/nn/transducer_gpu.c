@@ -395,6 +395,15 @@ static int fit(gpu_transducer_search *s, uint32_t room) {
   return 0;
 }
 
+/* A clip's search budget: room for its tokens (transducer_greedy's steps,
+ * at least 1; its steps left start at room − 1), and whether it has nothing
+ * to search (no frames, or no steps). */
+static uint32_t clip_room(const gpu_transducer *g, uint32_t t, bool *done) {
+  uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, t);
+  if (done) *done = !(t > 0 && steps > 0);
+  return steps > 0 ? (uint32_t)steps : 1;
+}
+
 /* Appends the n tokens recorded at out[base ..] to d. */
 static int take_tokens(gpu_transducer_search *s, uint32_t base, uint32_t n, dec_tokens *d) {
   if (!n) return 0;
@@ -456,18 +465,17 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
                         dec_tokens *out) {
   const gpu_transducer *g = s->g;
   size_t words = ((size_t)n + 1) * ST_WORDS;
-  uint32_t *st = mem_alloc(words, sizeof *st);
+  uint32_t *st = mem_alloc(words, sizeof *st); /* zeros */
   if (!st) return STENO_ERR_NOMEM;
-  memset(st, 0, words * sizeof *st);
   uint32_t base = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t *c = st + (i + 1) * ST_WORDS;
-    uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clips[i].t);
-    c[ST_DONE] = !(clips[i].t > 0 && steps > 0);
-    c[ST_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
+    bool done;
+    c[ST_ROOM] = clip_room(g, clips[i].t, &done);
+    c[ST_DONE] = done;
+    c[ST_LEFT] = c[ST_ROOM] - 1;
     c[ST_EMIT] = 1; /* the search starts from the blank token fed to a zero state */
     c[ST_TOK] = (uint32_t)g->vocab - 1;
-    c[ST_ROOM] = steps > 0 ? (uint32_t)steps : 1;
     c[ST_T] = clips[i].t;
     c[ST_FIRST] = clips[i].first;
     c[ST_BASE] = base;
@@ -477,7 +485,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
   s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
-  int rc = zeros ? 0 : STENO_ERR_NOMEM;
+  int rc = zeros ? 0 : STENO_ERR_NOMEM; /* zeros, from mem_alloc */
   if (!rc) rc = fit(s, base);
   if (!rc) rc = fit_lanes(s, n);
   /* Where a search's host time goes (STENO_LOG=debug): the GPU's share is
@@ -485,10 +493,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
   double t0 = time_now(), t_rec = 0, t_run = 0, t_state = 0;
   int chunks = 0, recorded = 0;
   bool parts = gpu_rec_splits(s->rec);
-  if (!rc) {
-    memset(zeros, 0, hc);
-    rc = gpu_upload(s->state, 0, st, words * 4);
-  }
+  if (!rc) rc = gpu_upload(s->state, 0, st, words * 4);
   if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
   if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
   free(zeros);
@@ -581,16 +586,15 @@ static bool all_done(const uint32_t *st, int n) {
 static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
                              const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
                              dec_tokens *out) {
-  uint32_t *st = mem_alloc((size_t)n * PS_WORDS, sizeof *st);
+  uint32_t *st = mem_alloc((size_t)n * PS_WORDS, sizeof *st); /* zeros */
   if (!st) return STENO_ERR_NOMEM;
-  memset(st, 0, (size_t)n * PS_WORDS * sizeof *st);
   uint32_t base = 0;
   for (int i = 0; i < n; i++) {
     uint32_t *c = st + (size_t)i * PS_WORDS;
-    uint64_t steps = (uint64_t)transducer_max_steps(s->g->max_symbols, clips[i].t);
-    c[PS_DONE] = !(clips[i].t > 0 && steps > 0);
-    c[PS_LEFT] = steps > 0 ? (uint32_t)steps - 1 : 0;
-    c[PS_ROOM] = steps > 0 ? (uint32_t)steps : 1;
+    bool done;
+    c[PS_ROOM] = clip_room(s->g, clips[i].t, &done);
+    c[PS_DONE] = done;
+    c[PS_LEFT] = c[PS_ROOM] - 1;
     c[PS_BASE] = base;
     c[PS_T] = clips[i].t;
     c[PS_FIRST] = clips[i].first;
@@ -622,8 +626,7 @@ int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint3
   if (n < 0 || n > 65535 || (n > 0 && (!clips || !out)) || stride < (uint32_t)g->joint)
     return err_set(STENO_ERR_INVALID, "transducer search over %d clips of stride %u", n, stride);
   for (int i = 0; i < n; i++) {
-    uint64_t steps = (uint64_t)transducer_max_steps(g->max_symbols, clips[i].t);
-    tokens += steps > 0 ? steps : 1;
+    tokens += clip_room(g, clips[i].t, NULL);
     if (tokens > MAX_TOKENS || (uint64_t)clips[i].first + clips[i].t > rows)
       return err_set(STENO_ERR_INVALID, "transducer search: clip %d of %u frames at row %u (%llu rows)",
                      i, clips[i].t, clips[i].first, (unsigned long long)rows);
