@@ -194,6 +194,7 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
   info->bf16 = has_extension(ext, next, "VK_KHR_shader_bfloat16");
   info->coop_khr = has_extension(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info->coop_nv = has_extension(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  info->exe_stats = has_extension(ext, next, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   free(ext);
   probe_coop(inst, pd, info);
 

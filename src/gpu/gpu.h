@@ -41,6 +41,7 @@ typedef struct {
   bool int_dot;            /* shaderIntegerDotProduct */
   bool bf16;               /* VK_KHR_shader_bfloat16 */
   bool coop_khr, coop_nv;  /* cooperative matrix extensions */
+  bool exe_stats;          /* VK_KHR_pipeline_executable_properties (STENO_PIPELINE_STATS) */
   char coop_shapes[512];   /* "16x16x16 f16→f32, ..." as the driver lists them */
   uint32_t max_workgroup_invocations;
   uint32_t max_shared_memory;

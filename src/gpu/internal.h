@@ -100,6 +100,7 @@ struct gpu_device {
   char pcache_path[1024];       /* its file ("": none) */
   size_t pcache_loaded;         /* bytes read from it */
   bool pcache_made;             /* pipelines were made since */
+  bool stats;                   /* STENO_PIPELINE_STATS: each kernel's compiled statistics logged */
   pthread_mutex_t scratch_lock;
   pthread_mutex_t queue_lock;   /* Vulkan wants submissions to one queue serialized */
 };

@@ -485,6 +485,46 @@ static const gpu_spirv_entry *spirv_find(const char *name) {
   return NULL;
 }
 
+/* Logs each statistic the driver reports for k's compiled code. */
+static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
+  PFN_vkGetPipelineExecutablePropertiesKHR props =
+      (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR");
+  PFN_vkGetPipelineExecutableStatisticsKHR stats =
+      (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableStatisticsKHR");
+  if (!props || !stats) return;
+  char spec[GPU_MAX_SPEC * 11 + 1] = "";
+  for (int i = 0; i < k->nspec; i++)
+    snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%s%u", i ? " " : "", k->spec[i]);
+  VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = k->pipeline};
+  VkPipelineExecutablePropertiesKHR ep[4];
+  uint32_t ne = 4;
+  for (uint32_t i = 0; i < ne; i++) ep[i] = (VkPipelineExecutablePropertiesKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+  if (props(d->dev, &pi, &ne, ep) < 0) return;
+  for (uint32_t e = 0; e < ne; e++) {
+    VkPipelineExecutableStatisticKHR st[32];
+    uint32_t ns = 32;
+    for (uint32_t i = 0; i < ns; i++) st[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                      .pipeline = k->pipeline, .executableIndex = e};
+    if (stats(d->dev, &ei, &ns, st) < 0) continue;
+    char line[1024];
+    int at = snprintf(line, sizeof line, "pipeline stats: %s [%s] %s:", k->name, spec, ep[e].name);
+    for (uint32_t i = 0; i < ns && at > 0 && (size_t)at < sizeof line; i++) {
+      const VkPipelineExecutableStatisticKHR *x = &st[i];
+      if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%g", x->name, x->value.f64);
+      else if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%lld", x->name, (long long)x->value.i64);
+      else if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%llu", x->name,
+                       (unsigned long long)x->value.u64);
+      else
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%s", x->name, x->value.b32 ? "yes" : "no");
+    }
+    log_warn("%s", line);
+  }
+}
+
 static int kernel_make(gpu_device *d, const char *name, const uint32_t *spec, int nspec,
                        gpu_kernel **out) {
   const gpu_spirv_entry *src = spirv_find(name);
@@ -519,14 +559,17 @@ static int kernel_make(gpu_device *d, const char *name, const uint32_t *spec, in
                 .pName = "main",
                 .pSpecializationInfo = nspec ? &si : NULL},
       .layout = d->layout,
+      .flags = d->stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
   };
-  r = vkCreateComputePipelines(d->dev, d->pcache, 1, &ci, NULL, &k->pipeline);
+  r = vkCreateComputePipelines(d->dev, d->stats ? VK_NULL_HANDLE : d->pcache, 1, &ci, NULL,
+                               &k->pipeline);
   d->pcache_made = true;
   if (r != VK_SUCCESS) {
     vkDestroyShaderModule(d->dev, k->module, NULL);
     free(k);
     return err_wrap(gpu_vk_error(r, "vkCreateComputePipelines"), "kernel '%s': ", name);
   }
+  if (d->stats) kernel_stats(d, k);
   *out = k;
   return 0;
 }
@@ -624,18 +667,34 @@ static int device_create(gpu_device *d) {
   VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                           .pNext = &coop,
                                           .shaderFloat16 = VK_TRUE};
-  const char *ext[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+  const char *ext[2] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+  uint32_t next = 0;
   d->coop = d->info.coop_nv && d->info.float16 && d->info.subgroup_size == 32 &&
             d->info.api_version >= VK_API_VERSION_1_2 && !off;
   if (d->coop) {
     ci.pNext = &f12;
-    ci.enabledExtensionCount = 1;
-    ci.ppEnabledExtensionNames = ext;
+    next = 1;
   }
+  /* STENO_PIPELINE_STATS=1: what the driver's compiler made of each kernel
+   * (registers, spills, ... as the driver names them), for tuning. */
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+      .pNext = (void *)ci.pNext,
+      .pipelineExecutableInfo = VK_TRUE};
+  const char *stats = getenv("STENO_PIPELINE_STATS");
+  d->stats = stats && !strcmp(stats, "1") && d->info.exe_stats;
+  if (stats && !strcmp(stats, "1") && !d->stats)
+    log_warn("STENO_PIPELINE_STATS: %s does not offer VK_KHR_pipeline_executable_properties", d->info.name);
+  if (d->stats) {
+    ext[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    ci.pNext = &exe;
+  }
+  ci.enabledExtensionCount = next;
+  ci.ppEnabledExtensionNames = ext;
   VkResult r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
-  if (r != VK_SUCCESS && d->coop) {
+  if (r != VK_SUCCESS && (d->coop || d->stats)) {
     /* Offered but refused: run portable. */
-    d->coop = false;
+    d->coop = d->stats = false;
     ci.pNext = NULL;
     ci.enabledExtensionCount = 0;
     r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
