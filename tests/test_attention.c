@@ -367,7 +367,12 @@ int main(void) {
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : gpu_attention_scratch(300, 8)),
           "scratch on the %s path", paths[path]);
-    attentions();
+    /* The tensor-core scores in each of their tiles (0 last: the default). */
+    for (uint32_t tile = path == 3 ? gpu_attention_mm_tiles() : 1; tile-- > 0;) {
+      gpu_attention_mm_tile(tile);
+      if (path == 3) printf("  scores tile %u\n", tile);
+      attentions();
+    }
   }
   for (int i = 0; i < 3; i++) d->fast[kinds[i]] = passed[i];
   return check_done();

@@ -279,6 +279,15 @@ static uint32_t mm_precision = 3;
 
 void gpu_attention_mm_precision(uint32_t level) { mm_precision = level >= 1 && level <= 3 ? level : 3; }
 
+/* attention_scores_tc's tiles (its spec constants 2 .. 5): subgroups down and
+ * across, accumulators per subgroup down and across; MM_TILE keys each. */
+static const struct {
+  uint32_t sg_m, sg_n, tm, tn;
+} mm_tiles[] = {{2, 4, 4, 2}, {4, 4, 2, 2}, {1, 4, 4, 2}, {2, 4, 2, 2}};
+static uint32_t mm_tile = 0;
+uint32_t gpu_attention_mm_tiles(void) { return sizeof mm_tiles / sizeof mm_tiles[0]; }
+void gpu_attention_mm_tile(uint32_t tile) { mm_tile = tile < gpu_attention_mm_tiles() ? tile : 0; }
+
 /* The two dispatches on the tensor cores, the softmax folded into them:
  * attention_scores_tc writes the scores (excluded keys −1e30) and each row's
  * (max, sum) per key tile after them in the scratch; attention_values_tc
@@ -288,8 +297,10 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   bool batched = a->batch > 1;
   uint32_t z = batched ? a->batch * a->heads : a->heads;
   uint32_t part_off = (uint32_t)mm_scores(a); /* < 2^32: mm_fits */
-  uint32_t sspec[2] = {batched, mm_precision >= 2 ? 3 : 1}; /* stagings per step */
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", sspec, 2);
+  uint32_t sm = mm_tiles[mm_tile].sg_m, sn = mm_tiles[mm_tile].sg_n, tm = mm_tiles[mm_tile].tm;
+  uint32_t sspec[7] = {batched, mm_precision >= 2 ? 3 : 1, /* stagings per step */
+                       sm, sn, tm, mm_tiles[mm_tile].tn, 32 * sm * sn};
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores_tc", sspec, 7);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -298,7 +309,7 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
           a->k.stride, a->chunk, a->left_chunks, a->heads,    a->mask != NULL, part_off};
   gpu_buffer *lens = batched ? a->lens : a->q.buf, *mask = a->mask ? a->mask : a->q.buf;
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, mask, a->q.buf, a->scores, lens};
-  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, nt, nt, z);
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, nt, (t + 16 * sm * tm - 1) / (16 * sm * tm), z);
 
   uint32_t vspec[3] = {batched, hd, mm_precision == 3 ? 3 : 1};
   k = gpu_rec_kernel(rec, "attention_values_tc", vspec, 3);

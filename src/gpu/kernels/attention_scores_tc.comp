@@ -50,11 +50,20 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in; // 32 · SG_M · SG_N
+layout(local_size_x_id = 6) in;
 layout(constant_id = 0) const uint BATCH = 0;
 // Products per head_dim step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the lo ones
 // out (f16 scores alone), for accuracy experiments.
 layout(constant_id = 1) const uint PASSES = 3;
+// The tile (attention.c's mm_tiles): SG_M × SG_N subgroups, each TM × TN
+// accumulators; SG_N·TN·16 = 128 keys (a row's partials come one pair per
+// 128 keys), SG_M·TM·16 queries, and at least one 128-bit chunk of q per
+// invocation and step (SG_M·TM·16·4 ≥ THREADS).
+layout(constant_id = 2) const uint SG_M = 2;
+layout(constant_id = 3) const uint SG_N = 4;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 2;
+layout(constant_id = 6) const uint THREADS = 256; // 32 · SG_M · SG_N
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -80,8 +89,7 @@ bool kept(uint i, uint j) {
   return cj <= ci && ci - cj <= p.left_chunks;
 }
 
-const uint SG_M = 2, SG_N = 4, TM = 4, TN = 2, THREADS = 256;
-const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32; // 128 queries × 128 keys
+const uint BM = SG_M * TM * 16, BN = SG_N * TN * 16, BK = 32; // queries × 128 keys
 const uint ROW = BK / 8 + 1;        // 128-bit words per shared row (one of padding)
 const uint QH = BM * ROW, KH = BN * ROW; // a half (hi or lo) of the queries' rows, of the keys'
 const uint STAGE = 2 * (QH + KH);        // q hi, q lo, k hi, k lo
