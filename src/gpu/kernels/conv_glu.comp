@@ -43,20 +43,7 @@ layout(push_constant) uniform Push {
   uint seg;  // BATCH = 1: rows per clip
 } p;
 
-shared float red[WG];
-
-float wg_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  float sum = red[0];
-  barrier();
-  return sum;
-}
+#include "wg_sum.glsl"
 
 // The depthwise conv of the GLU output at row i, channel c, plus its bias.
 float conv(uint i, uint c) {

@@ -30,21 +30,7 @@ layout(push_constant) uniform Push {
   float eps;
 } p;
 
-shared float red[WG];
-
-// The sum of v over the workgroup (norm.comp's tree; every invocation gets it).
-float wg_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  float sum = red[0];
-  barrier();
-  return sum;
-}
+#include "wg_sum.glsl"
 
 void main() {
   uint tid = gl_LocalInvocationID.x;

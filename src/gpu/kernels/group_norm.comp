@@ -8,6 +8,7 @@
 // all: the mean, then the mean of (v − mean)², each summed per invocation then
 // through a shared-memory tree, in f32. Each invocation writes only values it
 // read itself after both sums, so y may be x (the same slice: in place).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 const uint WG = 256;
 
@@ -21,20 +22,7 @@ layout(push_constant) uniform Push {
   float eps;
 } p;
 
-shared float red[WG];
-
-float wg_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  float sum = red[0];
-  barrier();
-  return sum;
-}
+#include "wg_sum.glsl"
 
 float value(uint e) {
   float v = x[p.x_off + (e / p.cols) * p.x_stride + e % p.cols];

@@ -20,6 +20,7 @@
 // tree (workgroup size WG, a power of two, spec constant 0). Each invocation
 // reads the x of exactly the outputs it writes after the statistics, so r may
 // be x itself (in place).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 const uint WG = gl_WorkGroupSize.x;
 
@@ -43,21 +44,7 @@ layout(push_constant) uniform Push {
   uint r_off[2];
 } p;
 
-shared float red[WG];
-
-// The sum of v over the workgroup (every invocation calls it, gets the sum).
-float wg_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  float sum = red[0];
-  barrier();
-  return sum;
-}
+#include "wg_sum.glsl"
 
 float normed(uint at, uint d, float mean, float rstd) {
   float v = x[at + d];

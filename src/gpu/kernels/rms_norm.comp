@@ -10,6 +10,7 @@
 //    invocation writes only the values it read)
 // n a multiple of `group`. Workgroups: (rows folded to ≤ 65535, n / group);
 // f32 sums through a shared-memory tree of WG (spec constant 0, a power of two).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 const uint WG = gl_WorkGroupSize.x;
 
@@ -24,20 +25,7 @@ layout(push_constant) uniform Push {
   uint x_off, x_stride, z_off, z_stride, y_off, y_stride;
 } p;
 
-shared float red[WG];
-
-float wg_sum(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) red[tid] += red[tid + s];
-    barrier();
-  }
-  float sum = red[0];
-  barrier();
-  return sum;
-}
+#include "wg_sum.glsl"
 
 float value(uint row, uint j) {
   float v = x[p.x_off + row * p.x_stride + j];
