@@ -3,9 +3,8 @@
 // transducer_greedy, for every clip of a batch that is still searching (clip
 // = gl_WorkGroupID.y): the search's decisions up to and including the next
 // token that is not blank, in two parts in one dispatch:
-// 1. every workgroup: the joint network at the frames of this round's window
-//    from the one the clip's search is at (at most WF, spec constant 0; fewer
-//    at the clip's end, and fewer where the last round says so: see [14]),
+// 1. every workgroup: the joint network at the WF frames from the one the
+//    clip's search is at (fewer at the clip's end; spec constant 0),
 //      z_w = act(enc[first + step + w] + p),  logits_w[r] = b[r] + Σ_c w[r][c]·z_w[c]
 //    (the bias added to the whole sum, as joint()), each weight read once for
 //    all WF frames, each logit summed in the same order as for one frame;
@@ -28,10 +27,6 @@
 //        [6] tok  [7] tokens out  [8] room for tokens  [9] workgroups finished
 //        [10] t (frames)  [11] first (its encoder row)  [12] base (its first token in out)
 //        [13] rounds: the dispatches that picked for it (the host sizes its chunks by them)
-//        [14] the next round's window in frames, 0 for WF: a round that
-//        ended on a token leaves the frames it spanned (1 where tokens come
-//        frame after frame, so no logits go unread), one whose blanks ran
-//        past its window twice its window (up to WF)
 // enc    f32 (binding 1): the joint's encoder projection, frame s of the clip
 //        at (first + s)·stride
 // p      f32 (binding 2): the predictor's projection [clips][joint]
@@ -141,7 +136,6 @@ void pick_steps(uint me, uint f0, uint nw) {
         d = dur[best];
       }
       uint step = state[sb + 1], left = state[sb + 2], symbols = state[sb + 3], n = state[sb + 7];
-      uint here = step; // this pick's frame
       uint cur = state[sb + 5] ^ state[sb + 4]; // the last token has been fed: its state is current
       uint emit = 0;
       if (tok != blank) {
@@ -177,8 +171,6 @@ void pick_steps(uint me, uint f0, uint nw) {
       if (!go) atomicAdd(state[0], 0xffffffffu); // one clip fewer searching
       // Another pick here: a blank whose next frame's logits are in the window.
       again = go && emit == 0u && step < f0 + nw;
-      if (!again) // the next round's window (word 14)
-        state[sb + 14] = emit != 0u ? clamp(here - f0 + 1u, 1u, WF) : min(2u * nw, WF);
     }
     memoryBarrierBuffer(); // the state invocation 0 wrote, for the next pick's reads
     barrier();
@@ -191,13 +183,12 @@ void main() {
   lb = gl_WorkGroupID.y * WF * pc.rows;
   if (state[sb] != 0) return;
   uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y, me = y * 8 + lane;
-  uint f0 = state[sb + 1], t = state[sb + 10], want = state[sb + 14];
-  uint nw = min(want != 0u ? min(want, WF) : WF, t - f0);
+  uint f0 = state[sb + 1], t = state[sb + 10], nw = min(WF, t - f0);
   uint e = (state[sb + 11] + f0) * pc.stride, pb = gl_WorkGroupID.y * pc.joint;
-  for (uint c = me; c < nw * pc.joint; c += 256) {
+  for (uint c = me; c < WF * pc.joint; c += 256) { // frames past the clip's end: zeros, unused
     uint w = c / pc.joint, cc = c - w * pc.joint;
-    float v = enc[e + w * pc.stride + cc] + pv[pb + cc];
-    z[c] = pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
+    float v = w < nw ? enc[e + w * pc.stride + cc] + pv[pb + cc] : 0.0;
+    z[c] = w >= nw ? 0.0 : pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
   }
   barrier();
   uint r = gl_WorkGroupID.x * 32 + y;
@@ -206,8 +197,7 @@ void main() {
   if (r < pc.rows)
     for (uint c = lane; c < pc.joint; c += 8) {
       float wv = wts[pc.at + r * pc.joint + c];
-      for (uint w = 0; w < WF; w++)
-        if (w < nw) s[w] += wv * z[w * pc.joint + c]; // the window's frames only
+      for (uint w = 0; w < WF; w++) s[w] += wv * z[w * pc.joint + c];
     }
   for (uint w = 0; w < WF; w++) part[w][y][lane] = s[w];
   barrier();
