@@ -88,7 +88,7 @@ void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uin
  * bench/attention_speed's accuracy experiments. */
 void gpu_attention_mm_precision(uint32_t level);
 /* attention_scores_tc's tile, 0 .. gpu_attention_mm_tiles() − 1 (0, the
- * default: 128 queries on 8 subgroups), for benchmarks and tests. */
+ * default: 128 queries on 16 subgroups), for benchmarks and tests. */
 void gpu_attention_mm_tile(uint32_t tile);
 uint32_t gpu_attention_mm_tiles(void);
 

@@ -59,11 +59,11 @@ layout(constant_id = 1) const uint PASSES = 3;
 // accumulators; SG_N·TN·16 = 128 keys (a row's partials come one pair per
 // 128 keys), SG_M·TM·16 queries, and at least one 128-bit chunk of q per
 // invocation and step (SG_M·TM·16·4 ≥ THREADS).
-layout(constant_id = 2) const uint SG_M = 2;
+layout(constant_id = 2) const uint SG_M = 4;
 layout(constant_id = 3) const uint SG_N = 4;
-layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 4) const uint TM = 2;
 layout(constant_id = 5) const uint TN = 2;
-layout(constant_id = 6) const uint THREADS = 256; // 32 · SG_M · SG_N
+layout(constant_id = 6) const uint THREADS = 512; // 32 · SG_M · SG_N
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
