@@ -101,6 +101,7 @@ struct gpu_device {
   size_t pcache_loaded;         /* bytes read from it */
   bool pcache_made;             /* pipelines were made since */
   bool stats;                   /* STENO_PIPELINE_STATS: each kernel's compiled statistics logged */
+  char ir_dir[1024];            /* STENO_PIPELINE_IR: where their internal representations go */
   pthread_mutex_t scratch_lock;
   pthread_mutex_t queue_lock;   /* Vulkan wants submissions to one queue serialized */
 };

@@ -1,4 +1,5 @@
 /* The opened device: memory, buffers, transfers and kernels. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -485,6 +486,35 @@ static const gpu_spirv_entry *spirv_find(const char *name) {
   return NULL;
 }
 
+/* Writes each internal representation the driver keeps of executable ei of
+ * k (its assembly, say) to a file of d->ir_dir named after the kernel, its
+ * specialization and the representation. */
+static void kernel_ir(gpu_device *d, const gpu_kernel *k, const char *spec,
+                      const VkPipelineExecutableInfoKHR *ei) {
+  PFN_vkGetPipelineExecutableInternalRepresentationsKHR irs =
+      (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+          d->dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
+  VkPipelineExecutableInternalRepresentationKHR ir[8];
+  uint32_t n = 8;
+  for (uint32_t i = 0; i < n; i++)
+    ir[i] = (VkPipelineExecutableInternalRepresentationKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR};
+  if (!irs || irs(d->dev, ei, &n, ir) < 0) return;
+  for (uint32_t i = 0; i < n; i++) ir[i].pData = ir[i].dataSize ? malloc(ir[i].dataSize) : NULL;
+  if (irs(d->dev, ei, &n, ir) >= 0)
+    for (uint32_t i = 0; i < n; i++) {
+      char path[2048];
+      int at = snprintf(path, sizeof path, "%s/%s-%s-%s", d->ir_dir, k->name, spec, ir[i].name);
+      for (int c = (int)strlen(d->ir_dir) + 1; c < at && (size_t)c < sizeof path; c++)
+        if (!isalnum((unsigned char)path[c]) && path[c] != '-' && path[c] != '_') path[c] = '_';
+      FILE *f = ir[i].pData ? fopen(path, "wb") : NULL;
+      size_t len = ir[i].isText ? strnlen(ir[i].pData, ir[i].dataSize) : ir[i].dataSize;
+      if (f) fwrite(ir[i].pData, 1, len, f);
+      if (f) fclose(f);
+    }
+  for (uint32_t i = 0; i < n; i++) free(ir[i].pData);
+}
+
 /* Logs each statistic the driver reports for k's compiled code. */
 static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
   PFN_vkGetPipelineExecutablePropertiesKHR props =
@@ -522,6 +552,7 @@ static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
         at += snprintf(line + at, sizeof line - (size_t)at, " %s=%s", x->name, x->value.b32 ? "yes" : "no");
     }
     log_warn("%s", line);
+    if (d->ir_dir[0]) kernel_ir(d, k, spec, &ei);
   }
 }
 
@@ -559,7 +590,8 @@ static int kernel_make(gpu_device *d, const char *name, const uint32_t *spec, in
                 .pName = "main",
                 .pSpecializationInfo = nspec ? &si : NULL},
       .layout = d->layout,
-      .flags = d->stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
+      .flags = (d->stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0) |
+               (d->ir_dir[0] ? VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR : 0),
   };
   r = vkCreateComputePipelines(d->dev, d->stats ? VK_NULL_HANDLE : d->pcache, 1, &ci, NULL,
                                &k->pipeline);
@@ -681,10 +713,14 @@ static int device_create(gpu_device *d) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
       .pNext = (void *)ci.pNext,
       .pipelineExecutableInfo = VK_TRUE};
-  const char *stats = getenv("STENO_PIPELINE_STATS");
-  d->stats = stats && !strcmp(stats, "1") && d->info.exe_stats;
-  if (stats && !strcmp(stats, "1") && !d->stats)
-    log_warn("STENO_PIPELINE_STATS: %s does not offer VK_KHR_pipeline_executable_properties", d->info.name);
+  /* STENO_PIPELINE_IR=DIR: also each kernel's internal representations
+   * (where the driver keeps any: its assembly, say) as files in DIR. */
+  const char *stats = getenv("STENO_PIPELINE_STATS"), *ir = getenv("STENO_PIPELINE_IR");
+  bool want = (stats && !strcmp(stats, "1")) || (ir && *ir);
+  d->stats = want && d->info.exe_stats;
+  if (d->stats && ir && *ir) snprintf(d->ir_dir, sizeof d->ir_dir, "%s", ir);
+  if (want && !d->stats)
+    log_warn("STENO_PIPELINE_STATS, STENO_PIPELINE_IR: %s does not offer VK_KHR_pipeline_executable_properties", d->info.name);
   if (d->stats) {
     ext[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     ci.pNext = &exe;
@@ -695,6 +731,7 @@ static int device_create(gpu_device *d) {
   if (r != VK_SUCCESS && (d->coop || d->stats)) {
     /* Offered but refused: run portable. */
     d->coop = d->stats = false;
+    d->ir_dir[0] = 0;
     ci.pNext = NULL;
     ci.enabledExtensionCount = 0;
     r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
