@@ -2,7 +2,8 @@
  * values: three dispatches and a heads·t² buffer) against flash attention on
  * the tensor cores (flash_tc.comp) and the portable path's scores and values
  * on the tensor cores (mm: attention_scores_tc, attention_values_tc; plain
- * attention only; then its other scores tiles, gpu_attention_mm_tile), each
+ * attention only; then its other scores and values tiles,
+ * gpu_attention_mm_tile), each
  * where its probe passed, at the encoders' shapes:
  * Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and 60 s and
  * a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads of 64,
@@ -162,15 +163,19 @@ static void run(gpu_device *d, const shape *s, int reps) {
       diff = fmax(diff, fabs(want[e] - got[e]));
     }
     printf("  %s %8.1f µs %5.2fx (max |diff| %.1e of %.2f)", paths[i].name, us, base / us, diff, big);
-    /* The mm path's other scores tiles, each against the portable output. */
-    for (uint32_t tile = 1; paths[i].path == GPU_ATTN_MM && tile < gpu_attention_mm_tiles(); tile++) {
-      gpu_attention_mm_tile(tile);
+    /* The mm path's other scores tiles, then its other values tiles, each
+     * against the portable output. */
+    uint32_t ns, nv;
+    gpu_attention_mm_tile_counts(&ns, &nv);
+    for (uint32_t tile = 1; paths[i].path == GPU_ATTN_MM && tile < ns + nv - 1; tile++) {
+      uint32_t sc = tile < ns ? tile : 0, va = tile < ns ? 0 : tile - ns + 1;
+      gpu_attention_mm_tile(sc, va);
       double ut = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
       if (gpu_download(o, 0, got, on * sizeof(float))) exit(1);
       double dt = 0;
       for (size_t e = 0; e < on; e++) dt = fmax(dt, fabs(want[e] - got[e]));
-      printf("  tile %u %8.1f µs (max |diff| %.1e)", tile, ut, dt);
-      gpu_attention_mm_tile(0);
+      printf("  %s %u %8.1f µs (max |diff| %.1e)", va ? "values" : "scores", va ? va : sc, ut, dt);
+      gpu_attention_mm_tile(0, 0);
     }
   }
   printf("\n");

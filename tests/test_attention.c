@@ -367,10 +367,14 @@ int main(void) {
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : gpu_attention_scratch(300, 8)),
           "scratch on the %s path", paths[path]);
-    /* The tensor-core scores in each of their tiles (0 last: the default). */
-    for (uint32_t tile = path == 3 ? gpu_attention_mm_tiles() : 1; tile-- > 0;) {
-      gpu_attention_mm_tile(tile);
-      if (path == 3) printf("  scores tile %u\n", tile);
+    /* The tensor-core path in each scores tile, then each values tile (0, 0
+     * last: the defaults). */
+    uint32_t ns = 1, nv = 1;
+    if (path == 3) gpu_attention_mm_tile_counts(&ns, &nv);
+    for (uint32_t tile = ns + nv - 1; tile-- > 0;) {
+      uint32_t sc = tile < ns ? tile : 0, va = tile < ns ? 0 : tile - ns + 1;
+      gpu_attention_mm_tile(sc, va);
+      if (path == 3) printf("  scores tile %u, values tile %u\n", sc, va);
       attentions();
     }
   }

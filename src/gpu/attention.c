@@ -289,9 +289,21 @@ void gpu_attention_mm_precision(uint32_t level) { mm_precision = level >= 1 && l
 static const struct {
   uint32_t sg_m, sg_n, tm, tn;
 } mm_tiles[] = {{4, 4, 2, 2}, {2, 4, 4, 2}, {1, 4, 4, 2}, {2, 4, 2, 2}};
-static uint32_t mm_tile = 0;
-uint32_t gpu_attention_mm_tiles(void) { return sizeof mm_tiles / sizeof mm_tiles[0]; }
-void gpu_attention_mm_tile(uint32_t tile) { mm_tile = tile < gpu_attention_mm_tiles() ? tile : 0; }
+/* attention_values_tc's tiles (its spec constants 3, 4): subgroups, blocks
+ * of 16 queries per subgroup. The first is the default. */
+static const struct {
+  uint32_t sgs, tm;
+} mm_values[] = {{4, 1}, {4, 2}, {2, 2}, {2, 1}};
+enum { MM_SCORES = sizeof mm_tiles / sizeof mm_tiles[0], MM_VALUES = sizeof mm_values / sizeof mm_values[0] };
+static uint32_t mm_tile = 0, mm_value = 0;
+void gpu_attention_mm_tile_counts(uint32_t *scores, uint32_t *values) {
+  *scores = MM_SCORES;
+  *values = MM_VALUES;
+}
+void gpu_attention_mm_tile(uint32_t scores, uint32_t values) {
+  mm_tile = scores < MM_SCORES ? scores : 0;
+  mm_value = values < MM_VALUES ? values : 0;
+}
 
 /* The two dispatches on the tensor cores, the softmax folded into them:
  * attention_scores_tc writes the scores (excluded keys −1e30) and each row's
@@ -316,13 +328,14 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, mask, a->q.buf, a->scores, lens};
   gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, nt, (t + 16 * sm * tm - 1) / (16 * sm * tm), z);
 
-  uint32_t vspec[3] = {batched, hd, mm_precision == 3 ? 3 : 1};
-  k = gpu_rec_kernel(rec, "attention_values_tc", vspec, 3);
+  uint32_t vs = mm_values[mm_value].sgs, vm = mm_values[mm_value].tm;
+  uint32_t vspec[6] = {batched, hd, mm_precision == 3 ? 3 : 1, vs, vm, 32 * vs};
+  k = gpu_rec_kernel(rec, "attention_values_tc", vspec, 6);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads, part_off, tiles;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads, part_off, nt};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
-  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, 1, (t + 63) / 64, z);
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, 1, (t + 16 * vs * vm - 1) / (16 * vs * vm), z);
 }
 
 /* Attention (with relative positions or not) by the path the device's fast

@@ -87,9 +87,10 @@ void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uin
  * 2 (hi + lo scores, f16 probabilities and values) or 1 (f16 alone):
  * bench/attention_speed's accuracy experiments. */
 void gpu_attention_mm_precision(uint32_t level);
-/* attention_scores_tc's tile, 0 .. gpu_attention_mm_tiles() − 1 (0, the
- * default: 128 queries on 16 subgroups), for benchmarks and tests. */
-void gpu_attention_mm_tile(uint32_t tile);
-uint32_t gpu_attention_mm_tiles(void);
+/* The tensor-core attention's tiles for later recordings, in this process:
+ * attention_scores_tc's and attention_values_tc's, each from 0 (the default)
+ * to its count − 1, for benchmarks and tests. */
+void gpu_attention_mm_tile(uint32_t scores, uint32_t values);
+void gpu_attention_mm_tile_counts(uint32_t *scores, uint32_t *values);
 
 #endif

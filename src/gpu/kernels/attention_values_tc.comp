@@ -31,11 +31,11 @@
 //       as −1e30 (P = 0).
 //
 // gemm_tc.comp's scheme with a = P's rows and W = v (k = keys, row-major):
-// a tile of BM = 64 queries × HD columns per workgroup of 4 subgroups of 32
-// lanes, each owning 16 queries × HD columns (HD/16 accumulators); keys in
-// steps of 32, each staged once as hi and lo of P and v (P made from s, its
+// a tile of BM queries × HD columns per workgroup of SGS subgroups of 32
+// lanes, each owning 16·TM queries × HD columns (TM·HD/16 accumulators); keys
+// in steps of 32, each staged once as hi and lo of P and v (P made from s, its
 // exp taken once) and multiplied three times from there (hi·hi, lo·hi,
-// hi·lo). Two alternating stages where they fit in 48 KiB (HD ≤ 64), one
+// hi·lo). Two alternating stages where they fit in 48 KiB (BM 64, HD ≤ 64), one
 // barrier a step; else one stage, two barriers a step. The next step's s
 // and v are loaded into registers while the tensor cores work. Shared rows:
 // P's of 32 halves, v's of HD halves, each with one 128-bit word of padding.
@@ -49,12 +49,17 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x = 128) in; // 4 subgroups of 32
+layout(local_size_x_id = 5) in;
 layout(constant_id = 0) const uint BATCH = 0;
 layout(constant_id = 1) const uint HD = 64;
 // Products per key step: 3 (hi·hi, lo·hi, hi·lo); 1 leaves the lo ones out
 // (P and v in f16 alone), for accuracy experiments.
 layout(constant_id = 2) const uint PASSES = 3;
+// The tile (attention.c's values tiles): SGS subgroups, each TM (1 or 2)
+// blocks of 16 queries × HD columns: BM = 16·SGS·TM queries a workgroup.
+layout(constant_id = 3) const uint SGS = 4;
+layout(constant_id = 4) const uint TM = 1;
+layout(constant_id = 5) const uint THREADS = 128; // 32 · SGS
 
 layout(std430, binding = 0) readonly buffer P { float pw[]; }; // the scores and partials
 layout(std430, binding = 0) readonly buffer P4 { vec4 pw4[]; }; // the same buffer, 128 bits at a time
@@ -69,14 +74,14 @@ layout(push_constant) uniform Push {
   uint part_off, tiles;
 } p;
 
-const uint THREADS = 128, BM = 64, BK = 32, ND = HD / 16;
+const uint BM = 16 * SGS * TM, BK = 32, ND = HD / 16;
 const uint PROW = BK / 8 + 1, VROW = HD / 8 + 1; // 128-bit words per shared row
 const uint PH = BM * PROW, VH = BK * VROW;       // a half (hi or lo) of P's rows, of v's
 const uint STAGE = 2 * (PH + VH);                // P hi, P lo, v hi, v lo
-const uint NST = 2 * STAGE * 16 + 512 <= 49152 ? 2 : 1; // stages that fit beside row_max, row_inv
+const uint NST = 2 * STAGE * 16 + 8 * BM <= 49152 ? 2 : 1; // stages that fit beside row_max, row_inv
 const uint PL = BM * (BK / 8) / THREADS;         // p chunks of 8 per invocation
 const uint VC = BK * (HD / 8), VL = (VC + THREADS - 1) / THREADS; // v chunks of 8
-const uint OUT = 4 * 64 * ND;                    // 4 subgroups' 16 × HD floats, in words
+const uint OUT = SGS * 64 * ND;                  // the subgroups' 16 × HD floats, in words
 const float NOT_KEY = -1e30; // s of a key past len: P = 0
 shared uvec4 sm[NST * STAGE > OUT ? NST * STAGE : OUT];
 shared float row_max[BM], row_inv[BM]; // m_i, 1/l_i (0, 0 for a row with no kept key)
@@ -147,8 +152,9 @@ void main() {
   uint i0 = gl_WorkGroupID.y * BM, z = gl_WorkGroupID.z;
   uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
   uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[ND];
-  [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  uint wr = 16 * TM * sg; // the subgroup's first query row in the tile
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM * ND];
+  [[unroll]] for (uint n = 0; n < TM * ND; n++) acc[n] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   fetch(i0, 0, z, rb, col, len);
   row_stats(i0, z);
@@ -162,17 +168,24 @@ void main() {
     // The stage is in shared memory: the registers take the next step.
     if (more) fetch(i0, j0 + BK, z, rb, col, len);
     [[unroll]] for (uint kk = 0; kk < BK / 8; kk += 2) { // keys 8·kk .. 8·kk + 15 of the step
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ph, pl, vh[ND], vl[ND];
-      coopMatLoadNV(ph, sm, at + 16 * sg * PROW + kk, PROW, false);
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ph[TM], pl[TM], vh[ND], vl[ND];
+      [[unroll]] for (uint a = 0; a < TM; a++)
+        coopMatLoadNV(ph[a], sm, at + (wr + 16 * a) * PROW + kk, PROW, false);
       [[unroll]] for (uint n = 0; n < ND; n++)
         coopMatLoadNV(vh[n], sm, at + 2 * PH + 8 * kk * VROW + 2 * n, VROW, false);
-      [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(ph, vh[n], acc[n]);
+      [[unroll]] for (uint a = 0; a < TM; a++)
+        [[unroll]] for (uint n = 0; n < ND; n++)
+          acc[a * ND + n] = coopMatMulAddNV(ph[a], vh[n], acc[a * ND + n]);
       if (PASSES > 1) {
-        coopMatLoadNV(pl, sm, at + PH + 16 * sg * PROW + kk, PROW, false);
+        [[unroll]] for (uint a = 0; a < TM; a++)
+          coopMatLoadNV(pl[a], sm, at + PH + (wr + 16 * a) * PROW + kk, PROW, false);
         [[unroll]] for (uint n = 0; n < ND; n++)
           coopMatLoadNV(vl[n], sm, at + 2 * PH + VH + 8 * kk * VROW + 2 * n, VROW, false);
-        [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(pl, vh[n], acc[n]);
-        [[unroll]] for (uint n = 0; n < ND; n++) acc[n] = coopMatMulAddNV(ph, vl[n], acc[n]);
+        [[unroll]] for (uint a = 0; a < TM; a++)
+          [[unroll]] for (uint n = 0; n < ND; n++) {
+            acc[a * ND + n] = coopMatMulAddNV(pl[a], vh[n], acc[a * ND + n]);
+            acc[a * ND + n] = coopMatMulAddNV(ph[a], vl[n], acc[a * ND + n]);
+          }
       }
     }
     if (more) {
@@ -183,13 +196,18 @@ void main() {
     if (NST == 2) st ^= 1;
   }
 
-  // Out through shared memory: per subgroup 16 rows × HD floats (4·HD words).
+  // Out through shared memory: per subgroup 16 rows × HD floats (4·HD words)
+  // at a time, one block of rows after another.
   uint base = sg * 64 * ND;
-  [[unroll]] for (uint n = 0; n < ND; n++) coopMatStoreNV(acc[n], sm, base + 4 * n, 4 * ND, false);
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-  [[unroll]] for (uint x = 0; x < 8 * ND; x++) {
-    uint e = lane + 32 * x, i = i0 + 16 * sg + e / HD, c = e % HD;
-    if (i < p.t) o[p.o_off + (rb + i) * p.o_stride + col + c] = uintBitsToFloat(sm[base + e / 4][e % 4]);
+  [[unroll]] for (uint a = 0; a < TM; a++) {
+    [[unroll]] for (uint n = 0; n < ND; n++)
+      coopMatStoreNV(acc[a * ND + n], sm, base + 4 * n, 4 * ND, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint x = 0; x < 8 * ND; x++) {
+      uint e = lane + 32 * x, i = i0 + wr + 16 * a + e / HD, c = e % HD;
+      if (i < p.t) o[p.o_off + (rb + i) * p.o_stride + col + c] = uintBitsToFloat(sm[base + e / 4][e % 4]);
+    }
+    subgroupBarrier(); // the next block of rows reuses the area
   }
 }
