@@ -92,6 +92,22 @@ static void record_one(gpu_rec *rec, const problem *pb, const config *c) {
   else gpu_gemm(rec, pb->a, &pb->l, pb->c, pb->m, GPU_EPI_BIAS, 1.0f);
 }
 
+/* gemm_tc's 16-subgroup tile with k by 64 on a in f16 (pb->a holds it; lda in
+ * halves), one piece: ATYPE 1. */
+static void record_f16a(gpu_rec *rec, const problem *pb, const config *unused) {
+  (void)unused;
+  const gpu_linear *l = &pb->l;
+  uint32_t spec[8] = {GPU_F16, 4, 4, 2, 2, 512, 64, 1};
+  struct {
+    uint32_t m, n, k, mode;
+    float alpha;
+    uint32_t dual, lda, wk, splits, kc;
+  } push = {pb->m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, 1, l->k};
+  gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, pb->c};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 8), bufs, 6, &push, sizeof push,
+               (l->n + 127) / 128, (pb->m + 127) / 128, 1);
+}
+
 /* Best µs per call of `reps` calls per submission, each recorded by fn. */
 static double timed(gpu_device *d, void (*fn)(gpu_rec *, const problem *, const config *),
                     const problem *pb, const config *c, int reps) {
@@ -175,6 +191,25 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
+    /* The same 16-subgroup tile (k by 64) reading a already in f16 (gemm_tc's
+     * ATYPE 1: the products gpu_gemm makes, from half the bytes of a). */
+    if (gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) {
+      float *x = malloc((size_t)pb.m * pb.k * 4);
+      if (!x || gpu_download(pb.a, 0, x, (size_t)pb.m * pb.k * 4)) exit(1);
+      uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb.m * pb.k);
+      gpu_buffer *a16;
+      if (!h || gpu_buffer_from(d, h, (size_t)pb.m * pb.k * 2, &a16)) exit(1);
+      gpu_buffer *a32 = pb.a;
+      pb.a = a16;
+      double u = timed(d, record_f16a, &pb, &(config){0}, reps);
+      pb.a = a32;
+      double diff = diff_from_ref(&pb);
+      printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb.flop / u * 1e-6,
+             diff, diff > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+      gpu_buffer_free(a16);
+      free(h), free(x);
+    }
     problem_free(&pb);
   }
 }
@@ -325,6 +360,25 @@ static void big_sweep(gpu_device *d, int reps) {
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
+    /* The same 16-subgroup tile (k by 64) reading a already in f16 (gemm_tc's
+     * ATYPE 1: the products gpu_gemm makes, from half the bytes of a). */
+    if (gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) {
+      float *x = malloc((size_t)pb.m * pb.k * 4);
+      if (!x || gpu_download(pb.a, 0, x, (size_t)pb.m * pb.k * 4)) exit(1);
+      uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb.m * pb.k);
+      gpu_buffer *a16;
+      if (!h || gpu_buffer_from(d, h, (size_t)pb.m * pb.k * 2, &a16)) exit(1);
+      gpu_buffer *a32 = pb.a;
+      pb.a = a16;
+      double u = timed(d, record_f16a, &pb, &(config){0}, reps);
+      pb.a = a32;
+      double diff = diff_from_ref(&pb);
+      printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb.flop / u * 1e-6,
+             diff, diff > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+      gpu_buffer_free(a16);
+      free(h), free(x);
+    }
     problem_free(&pb);
   }
 }

@@ -46,8 +46,12 @@ layout(constant_id = 3) const uint TM = 4;
 layout(constant_id = 4) const uint TN = 2;
 layout(constant_id = 5) const uint THREADS = 256; // 32 · SG_M · SG_N
 layout(constant_id = 6) const uint BK = 32;        // k per step: 32 or 64
+// a's type: 0 f32 (rounded when staged), 1 f16 already (8 halves per 128-bit
+// word, lda in halves: the same products, half the bytes; for experiments).
+layout(constant_id = 7) const uint ATYPE = 0;
 
 layout(std430, binding = 0) readonly buffer A { vec4 a4[]; };
+layout(std430, binding = 0) readonly buffer A16 { uvec4 a8[]; }; // ATYPE 1
 layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) buffer C { float c[]; };
 layout(std430, binding = 3) readonly buffer W { uvec4 w8[]; };
@@ -70,6 +74,7 @@ const uint CW = BK / 8;              // 128-bit chunks per row and step
 shared uvec4 sm[NST * STAGE > OUT ? NST * STAGE : OUT];
 
 vec4 ra[2 * AL]; // the next step's a (f32: converted when stored)
+uvec4 rh[AL];    // ... or its f16 (ATYPE 1)
 uvec4 rb[BL];    // the next step's W
 
 // Global → registers: the step at k0. Chunk e is row e / CW, k0 + 8·(e % CW).
@@ -78,6 +83,10 @@ void fetch(uint row0, uint col0, uint k0, uint kend) {
   [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS, row = row0 + e / CW, kk = k0 + 8 * (e % CW);
     bool in_a = row < p.m && kk < kend;
+    if (ATYPE == 1) {
+      rh[i] = in_a ? a8[(row * p.lda + kk) / 8] : uvec4(0);
+      continue;
+    }
     uint at = in_a ? (row * p.lda + kk) / 4 : 0;
     ra[2 * i] = in_a ? a4[at] : vec4(0.0);
     ra[2 * i + 1] = in_a ? a4[at + 1] : vec4(0.0);
@@ -97,7 +106,7 @@ void stage(uint s) {
     uint e = tid + i * THREADS;
     vec4 x = ra[2 * i], y = ra[2 * i + 1];
     sm[s * STAGE + (e / CW) * ROW + e % CW] =
-        uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw));
+        ATYPE == 1 ? rh[i] : uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw));
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS;
