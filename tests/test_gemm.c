@@ -270,6 +270,49 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
   free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
 }
 
+/* gemm_tc with a in f16 first (gpu_gemm_a16): every tile that passed its
+ * probe, the same outputs bit for bit as with a read in f32 (gemm_tc rounds
+ * it the same way when staging), with a's rows apart by more than k, an odd
+ * row count, k split (Parakeet's FFN down) and values past f16's range
+ * (clamped, as gemm_tc clamps). Checked to take the route first. */
+static void a16_same(size_t m, size_t n, size_t k, size_t lda) {
+  gpu_device *d = test_device();
+  float *w = test_random(n * k, 31), *bias = test_random(n, 32), *a = test_random(m * lda, 33);
+  a[0] = 1e6f, a[lda + 1] = -7e4f; /* past ±65504 */
+  uint8_t *bytes = quant_encode(GPU_F16, w, n * k);
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, bias, n, &l));
+  size_t width = gpu_linear_width(&l);
+  gpu_buffer *ab = test_upload(a, m * lda);
+  for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
+    if (!gpu_gemm_tiles[v].bk || !use_splitting(d, v)) continue;
+    float *out[2];
+    for (int on = 0; on < 2; on++) {
+      gpu_gemm_a16(d, on ? 1 : UINT32_MAX);
+      gpu_gemm_plan plan;
+      gpu_gemm_plan_for(d, &l, (uint32_t)lda, (uint32_t)m, &plan);
+      CHECK(plan.a16 == on, "%zux%zux%zu variant %d: a16 %d, asked %d", m, n, k, v, plan.a16, on);
+      float *zero = test_floats(m * width);
+      gpu_buffer *cb = test_upload(zero, m * width);
+      gpu_rec *rec = test_rec();
+      gpu_gemm_strided(rec, ab, (uint32_t)lda, &l, cb, (uint32_t)m, GPU_EPI_GELU, 0);
+      out[on] = test_run_read(rec, cb, m * width);
+      gpu_rec_free(rec);
+      gpu_buffer_free(cb);
+      free(zero);
+    }
+    CHECK(!memcmp(out[0], out[1], m * width * sizeof(float)),
+          "%zux%zux%zu lda %zu variant %d: a in f16 first differs from a read in f32", m, n, k, lda, v);
+    free(out[0]), free(out[1]);
+  }
+  gpu_gemm_a16(d, 0);
+  gpu_set_fast(d, true);
+  gpu_gemm_force(d, GPU_GEMM_AUTO);
+  gpu_buffer_free(ab);
+  gpu_linear_free(&l);
+  free(w), free(bias), free(a), free(bytes);
+}
+
 int main(void) {
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
@@ -323,6 +366,17 @@ int main(void) {
   fused_norm(1024, 4096, 138, GPU_EPI_RESIDUAL, 0.5f);
   fused_norm(100, 2048, 37, GPU_EPI_RESIDUAL, 1.0f);
   fused_norm(100, 2048, 5, GPU_EPI_BIAS, 0);
+  /* gemm_tc reading a in f16 that a pack wrote first: bit for bit as from
+   * f32, then the layers above again with it at every row count. */
+  a16_same(37, 100, 96, 96);
+  a16_same(70, 100, 96, 160);
+  a16_same(138, 1024, 4096, 4096);
+  a16_same(1500, 256, 1280, 1288);
+  gpu_gemm_a16(test_device(), 1);
+  for (gpu_wtype t = GPU_F16; t <= GPU_Q8_0; t++) one_layer(t, n, k, ms, 4, bias, n + 64, 3);
+  parakeet_down();
+  fused_norm(1024, 4096, 138, GPU_EPI_RESIDUAL, 0.5f);
+  gpu_gemm_a16(test_device(), 0);
   free(bias);
   free(bias_big);
   return check_done();

@@ -93,6 +93,8 @@ struct gpu_device {
   bool fast[GPU_FAST_KINDS];   /* the other fast kernels that passed their probes */
   bool faster[GPU_FAST_KINDS]; /* ... and beat their portable twins here (or a CPU device) */
   gpu_buffer *scratch;          /* split-k GEMM partial sums (gpu_device_scratch) */
+  gpu_buffer *scratch16;        /* a in f16 for gemm_tc (gpu_device_scratch16) */
+  uint32_t a16_min_m;           /* gpu_gemm_a16: 0 the default */
   VkPipelineCache pcache;       /* pcache.c: loaded from disk at open, saved at close */
   int fast_policy;              /* STENO_FAST_* (steno_model_params.fast) */
   int no_cache;                 /* STENO_NO_*_CACHE bits */
@@ -123,6 +125,8 @@ void gpu_probe_fast(gpu_device *dev);
  * later call must ask for the same size), or NULL with the error set. Work on
  * one queue with full barriers between dispatches can share it. */
 gpu_buffer *gpu_device_scratch(gpu_device *dev, size_t bytes);
+/* The same for the f16 copies of a that gemm_tc reads at many rows (linear.c). */
+gpu_buffer *gpu_device_scratch16(gpu_device *dev, size_t bytes);
 
 /* The pipeline cache on disk (pcache.c): opened before the first pipeline,
  * written back at close if pipelines were made. */

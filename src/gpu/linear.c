@@ -21,6 +21,11 @@
 #define SPLIT_MIN_K_TC 256 /* gemm_tc: its steps are cheap, so shorter pieces pay */
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
+/* a in f16 for gemm_tc from A16_MIN_M rows (gpu_gemm_a16), through the
+ * device's scratch of A16_BYTES (m·k halves: a 64-clip batch's FFN down,
+ * 8 832 × 4 096, fits). */
+#define A16_MIN_M 1024u
+#define A16_BYTES ((size_t)96 << 20)
 
 /* Rows from which the 128×128 tile pays: below it too few workgroups fill the GPU. */
 #define GEMM_BIG_M 512
@@ -59,7 +64,14 @@ gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
   return gpu_rec_kernel(rec, t->kernel, spec, v == GPU_GEMM_COOP64 ? 1 : is_tc(v) ? 7 : 6);
 }
 
+gpu_kernel *gpu_gemm_kernel_a16(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
+  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+  uint32_t spec[8] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk, 1};
+  return gpu_rec_kernel(rec, t->kernel, spec, 8);
+}
+
 void gpu_gemm_force(gpu_device *d, gpu_gemm_variant v) { d->gemm_force = v; }
+void gpu_gemm_a16(gpu_device *d, uint32_t min_m) { d->a16_min_m = min_m; }
 bool gpu_gemm_variant_ok(const gpu_device *d, gpu_gemm_variant v) { return d->gemm_ok[v]; }
 bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
   for (int q = 0; q < 2; q++)
@@ -302,7 +314,10 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
-  *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split};
+  uint32_t a16_from = d->a16_min_m ? d->a16_min_m : A16_MIN_M;
+  bool a16 = is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES;
+  *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
+                         .a16 = a16};
 }
 
 /* The LayerNorm gpu_gemm_norm folds into the split-k reduce. */
@@ -326,10 +341,25 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
   uint32_t spec = l->type, splits = g->splits, kc = g->kc, bm = g->bm, bn = g->bn;
   gpu_gemm_variant v = g->v;
   bool split = g->split;
-  gpu_kernel *k = v != GPU_GEMM_AUTO ? gpu_gemm_kernel(rec, v, is_tc(v) && l->w16 ? GPU_F16 : l->type)
-                                     : gpu_rec_kernel(rec, "gemm", &spec, 1);
+  gpu_wtype wt = is_tc(v) && l->w16 ? GPU_F16 : l->type;
+  gpu_kernel *k = v == GPU_GEMM_AUTO ? gpu_rec_kernel(rec, "gemm", &spec, 1)
+                  : g->a16           ? gpu_gemm_kernel_a16(rec, v, wt)
+                                     : gpu_gemm_kernel(rec, v, wt);
   gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
   if (splits > 1 && !part) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
+  if (g->a16) { /* a's rows in f16 first, k halves each (pack.comp, clamped as gemm_tc clamps) */
+    gpu_buffer *h = gpu_device_scratch16(d, A16_BYTES);
+    if (!h) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
+    uint32_t clamp = 1, pairs = l->k / 2;
+    struct {
+      uint32_t rows, pairs, src, src_stride, dst, dst_stride;
+    } pp = {m, pairs, 0, lda, 0, pairs};
+    gpu_buffer *pb[] = {a, h};
+    gpu_dispatch(rec, gpu_rec_kernel(rec, "pack", &clamp, 1), pb, 2, &pp, sizeof pp,
+                 (pairs + 255) / 256 < 64 ? (pairs + 255) / 256 : 64, m < 65535 ? m : 65535, 1);
+    a = h;
+    lda = l->k; /* in halves */
+  }
   struct {
     uint32_t m, n, k, mode;
     float alpha;
@@ -386,6 +416,7 @@ void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear 
   if (!planned(rec, l, lda, m, &g)) return;
   g.splits = 1;
   g.kc = l->k;
+  g.a16 = false; /* a group's GEMMs run together: they must not share the f16 scratch */
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
 }
 

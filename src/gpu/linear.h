@@ -113,9 +113,17 @@ typedef struct {
 } gpu_gemm_tile;
 extern const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS];
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
+/* gemm_tc's tile v reading a in f16 (its ATYPE 1). */
+gpu_kernel *gpu_gemm_kernel_a16(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
 
 /* For benchmarks: forces one variant (if it passed its probe) or AUTO. */
 void gpu_gemm_force(gpu_device *dev, gpu_gemm_variant v);
+/* From how many rows gemm_tc reads a as f16 that a pack dispatch wrote
+ * first, rounded as gemm_tc rounds it when staging (the same products, half
+ * the bytes of a in the GEMM): 0 the default (1 024; the H200 ran the GEMM
+ * 1.34× faster that way at 4096³), 1 always, UINT32_MAX never. For tests and
+ * benchmarks. */
+void gpu_gemm_a16(gpu_device *dev, uint32_t min_m);
 /* How gpu_gemm runs m rows through l (its own recording follows this plan):
  * the variant (AUTO: portable), its bm × bn tile, k cut into `splits` pieces
  * of kc summed by gemm_reduce. split: the kernel takes the split-k push
@@ -124,6 +132,7 @@ typedef struct {
   gpu_gemm_variant v;
   uint32_t bm, bn, splits, kc;
   bool split;
+  bool a16; /* a is first written in f16 (pack.comp) for gemm_tc to read (gpu_gemm_a16) */
 } gpu_gemm_plan;
 void gpu_gemm_plan_for(const gpu_device *dev, const gpu_linear *l, uint32_t lda, uint32_t m,
                        gpu_gemm_plan *out);

@@ -862,16 +862,21 @@ int gpu_open(const steno_model_params *params, gpu_device **out) {
   return 0;
 }
 
-gpu_buffer *gpu_device_scratch(gpu_device *d, size_t bytes) {
+static gpu_buffer *scratch_of(gpu_device *d, gpu_buffer **held, size_t bytes) {
   pthread_mutex_lock(&d->scratch_lock);
-  if (!d->scratch && gpu_buffer_new(d, bytes, &d->scratch)) d->scratch = NULL;
-  gpu_buffer *b = d->scratch;
+  if (!*held && gpu_buffer_new(d, bytes, held)) *held = NULL;
+  gpu_buffer *b = *held;
   pthread_mutex_unlock(&d->scratch_lock);
   if (b && gpu_buffer_size(b) < bytes) {
     err_set(STENO_ERR_INVALID, "device scratch of %zu bytes asked for %zu", gpu_buffer_size(b), bytes);
     return NULL;
   }
   return b;
+}
+
+gpu_buffer *gpu_device_scratch(gpu_device *d, size_t bytes) { return scratch_of(d, &d->scratch, bytes); }
+gpu_buffer *gpu_device_scratch16(gpu_device *d, size_t bytes) {
+  return scratch_of(d, &d->scratch16, bytes);
 }
 
 void gpu_close(gpu_device *d) {
@@ -891,6 +896,7 @@ void gpu_close(gpu_device *d) {
     gpu_buffer_free(d->staging);
     gpu_buffer_free(d->spare);
     gpu_buffer_free(d->scratch);
+    gpu_buffer_free(d->scratch16);
     for (int i = 0; i < 2; i++)
       if (d->xfer_fence[i]) vkDestroyFence(d->dev, d->xfer_fence[i], NULL);
     if (d->xfer_pool) vkDestroyCommandPool(d->dev, d->xfer_pool, NULL);
