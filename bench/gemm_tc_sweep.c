@@ -135,6 +135,28 @@ static double diff_from_ref(problem *pb) {
   return diff / pb->top;
 }
 
+/* The 16-subgroup tile with k by 64 reading pb's a already in f16 (gemm_tc's
+ * ATYPE 1: the products gpu_gemm makes, from half the bytes of a), one piece,
+ * where that tile passed its probe. */
+static void time_f16a(gpu_device *d, problem *pb, int reps) {
+  if (!gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) return;
+  float *x = malloc((size_t)pb->m * pb->k * 4);
+  if (!x || gpu_download(pb->a, 0, x, (size_t)pb->m * pb->k * 4)) exit(1);
+  uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb->m * pb->k);
+  gpu_buffer *a16;
+  if (!h || gpu_buffer_from(d, h, (size_t)pb->m * pb->k * 2, &a16)) exit(1);
+  gpu_buffer *a32 = pb->a;
+  pb->a = a16;
+  double u = timed(d, record_f16a, pb, &(config){0}, reps);
+  pb->a = a32;
+  double diff = diff_from_ref(pb);
+  printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb->flop / u * 1e-6, diff,
+         diff > 1e-3 ? " WRONG" : "");
+  fflush(stdout);
+  gpu_buffer_free(a16);
+  free(h), free(x);
+}
+
 /* Uploads a random problem and times gpu_gemm's own choice on it (ref). */
 static double problem_new(gpu_device *d, uint32_t m, uint32_t n, uint32_t k, int reps, problem *pb) {
   memset(pb, 0, sizeof *pb);
@@ -191,25 +213,7 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
-    /* The same 16-subgroup tile (k by 64) reading a already in f16 (gemm_tc's
-     * ATYPE 1: the products gpu_gemm makes, from half the bytes of a). */
-    if (gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) {
-      float *x = malloc((size_t)pb.m * pb.k * 4);
-      if (!x || gpu_download(pb.a, 0, x, (size_t)pb.m * pb.k * 4)) exit(1);
-      uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb.m * pb.k);
-      gpu_buffer *a16;
-      if (!h || gpu_buffer_from(d, h, (size_t)pb.m * pb.k * 2, &a16)) exit(1);
-      gpu_buffer *a32 = pb.a;
-      pb.a = a16;
-      double u = timed(d, record_f16a, &pb, &(config){0}, reps);
-      pb.a = a32;
-      double diff = diff_from_ref(&pb);
-      printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb.flop / u * 1e-6,
-             diff, diff > 1e-3 ? " WRONG" : "");
-      fflush(stdout);
-      gpu_buffer_free(a16);
-      free(h), free(x);
-    }
+    time_f16a(d, &pb, reps);
     problem_free(&pb);
   }
 }
@@ -360,25 +364,7 @@ static void big_sweep(gpu_device *d, int reps) {
       fflush(stdout);
     }
     gpu_gemm_force(d, GPU_GEMM_AUTO);
-    /* The same 16-subgroup tile (k by 64) reading a already in f16 (gemm_tc's
-     * ATYPE 1: the products gpu_gemm makes, from half the bytes of a). */
-    if (gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) {
-      float *x = malloc((size_t)pb.m * pb.k * 4);
-      if (!x || gpu_download(pb.a, 0, x, (size_t)pb.m * pb.k * 4)) exit(1);
-      uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb.m * pb.k);
-      gpu_buffer *a16;
-      if (!h || gpu_buffer_from(d, h, (size_t)pb.m * pb.k * 2, &a16)) exit(1);
-      gpu_buffer *a32 = pb.a;
-      pb.a = a16;
-      double u = timed(d, record_f16a, &pb, &(config){0}, reps);
-      pb.a = a32;
-      double diff = diff_from_ref(&pb);
-      printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb.flop / u * 1e-6,
-             diff, diff > 1e-3 ? " WRONG" : "");
-      fflush(stdout);
-      gpu_buffer_free(a16);
-      free(h), free(x);
-    }
+    time_f16a(d, &pb, reps);
     problem_free(&pb);
   }
 }
