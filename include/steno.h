@@ -11,6 +11,8 @@
  *   STENO_LOG=error|warn|info|debug  the log level (default warn)
  *   STENO_VALIDATE=1       the Vulkan validation layer; its errors fail the call
  *   STENO_PROFILE=1        each kernel's GPU time, printed when a model is freed
+ *   STENO_PIPELINE_STATS=1 each kernel's compiled statistics (registers, ...) as it is made
+ *   STENO_PIPELINE_IR=DIR  ... and the driver's internal representations of it, as files in DIR
  *   STENO_SPLIT=0/1        GPU work in one submission / in several (default: several on a discrete GPU)
  *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
  *   STENO_DECODER=cpu      transducers search on the CPU instead of the GPU

@@ -237,5 +237,16 @@ ok = head and total > 0 and any(k == "gemm" for _, k in rows) and \
 sys.exit(0 if ok else 1)
 PY
 
+# STENO_PIPELINE_STATS=1 and STENO_PIPELINE_IR=DIR (src/gpu/runtime.c): the
+# same text, and on stderr either a statistics line for every kernel made
+# (each naming a kernel) or, on a device without
+# VK_KHR_pipeline_executable_properties (lavapipe), one warning that says so.
+mkdir -p "$tmp/ir"
+STENO_PIPELINE_STATS=1 STENO_PIPELINE_IR="$tmp/ir" "$steno" run "$m" "$tmp/clip.wav" >"$tmp/stats" 2>"$tmp/err"
+if [ $? -eq 0 ] && cmp -s "$tmp/plain" "$tmp/stats" &&
+   { grep -q "does not offer VK_KHR_pipeline_executable_properties" "$tmp/err" ||
+     grep -q "pipeline stats: gemm" "$tmp/err"; }
+then ok; else bad "STENO_PIPELINE_STATS: $(head -3 "$tmp/err")"; fi
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
