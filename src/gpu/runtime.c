@@ -1,7 +1,9 @@
 /* The opened device: memory, buffers, transfers and kernels. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -509,8 +511,9 @@ static void kernel_ir(gpu_device *d, const gpu_kernel *k, const char *spec,
         if (!isalnum((unsigned char)path[c]) && path[c] != '-' && path[c] != '_') path[c] = '_';
       FILE *f = ir[i].pData ? fopen(path, "wb") : NULL;
       size_t len = ir[i].isText ? strnlen(ir[i].pData, ir[i].dataSize) : ir[i].dataSize;
-      if (f) fwrite(ir[i].pData, 1, len, f);
-      if (f) fclose(f);
+      bool wrote = f && fwrite(ir[i].pData, 1, len, f) == len;
+      if (f && fclose(f)) wrote = false;
+      if (ir[i].pData && !wrote) log_warn("STENO_PIPELINE_IR: cannot write %s", path);
     }
   for (uint32_t i = 0; i < n; i++) free(ir[i].pData);
 }
@@ -718,7 +721,10 @@ static int device_create(gpu_device *d) {
   const char *stats = getenv("STENO_PIPELINE_STATS"), *ir = getenv("STENO_PIPELINE_IR");
   bool want = (stats && !strcmp(stats, "1")) || (ir && *ir);
   d->stats = want && d->info.exe_stats;
-  if (d->stats && ir && *ir) snprintf(d->ir_dir, sizeof d->ir_dir, "%s", ir);
+  if (d->stats && ir && *ir) {
+    snprintf(d->ir_dir, sizeof d->ir_dir, "%s", ir);
+    if (mkdir(ir, 0777) && errno != EEXIST) log_warn("STENO_PIPELINE_IR: cannot make %s: %s", ir, strerror(errno));
+  }
   if (want && !d->stats)
     log_warn("STENO_PIPELINE_STATS, STENO_PIPELINE_IR: %s does not offer VK_KHR_pipeline_executable_properties", d->info.name);
   if (d->stats) {
