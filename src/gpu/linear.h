@@ -71,8 +71,9 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
 void gpu_gemm_strided(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
-/* gpu_gemm_strided without cutting k (whatever the rows): GEMMs recorded side
- * by side (gpu_rec_together) must not share the device's split-k scratch. */
+/* gpu_gemm_strided without cutting k and with a read as it is (whatever the
+ * rows): GEMMs recorded side by side (gpu_rec_together) must not share the
+ * device's split-k scratch or its f16 copy of a. */
 void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                     gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha);
 
