@@ -520,10 +520,10 @@ static void kernel_ir(gpu_device *d, const gpu_kernel *k, const char *spec,
 
 /* Logs each statistic the driver reports for k's compiled code. */
 static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
-  PFN_vkGetPipelineExecutablePropertiesKHR props =
-      (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR");
-  PFN_vkGetPipelineExecutableStatisticsKHR stats =
-      (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableStatisticsKHR");
+  PFN_vkGetPipelineExecutablePropertiesKHR props = (PFN_vkGetPipelineExecutablePropertiesKHR)
+      vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR");
+  PFN_vkGetPipelineExecutableStatisticsKHR stats = (PFN_vkGetPipelineExecutableStatisticsKHR)
+      vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableStatisticsKHR");
   if (!props || !stats) return;
   char spec[GPU_MAX_SPEC * 11 + 1] = "";
   for (int i = 0; i < k->nspec; i++)
@@ -531,12 +531,16 @@ static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
   VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = k->pipeline};
   VkPipelineExecutablePropertiesKHR ep[4];
   uint32_t ne = 4;
-  for (uint32_t i = 0; i < ne; i++) ep[i] = (VkPipelineExecutablePropertiesKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+  for (uint32_t i = 0; i < ne; i++)
+    ep[i] = (VkPipelineExecutablePropertiesKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
   if (props(d->dev, &pi, &ne, ep) < 0) return;
   for (uint32_t e = 0; e < ne; e++) {
     VkPipelineExecutableStatisticKHR st[32];
     uint32_t ns = 32;
-    for (uint32_t i = 0; i < ns; i++) st[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    for (uint32_t i = 0; i < ns; i++)
+      st[i] = (VkPipelineExecutableStatisticKHR){
+          .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
     VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
                                       .pipeline = k->pipeline, .executableIndex = e};
     if (stats(d->dev, &ei, &ns, st) < 0) continue;
@@ -547,12 +551,14 @@ static void kernel_stats(gpu_device *d, const gpu_kernel *k) {
       if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR)
         at += snprintf(line + at, sizeof line - (size_t)at, " %s=%g", x->name, x->value.f64);
       else if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR)
-        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%lld", x->name, (long long)x->value.i64);
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%lld", x->name,
+                       (long long)x->value.i64);
       else if (x->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR)
         at += snprintf(line + at, sizeof line - (size_t)at, " %s=%llu", x->name,
                        (unsigned long long)x->value.u64);
       else
-        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%s", x->name, x->value.b32 ? "yes" : "no");
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%s", x->name,
+                       x->value.b32 ? "yes" : "no");
     }
     log_warn("%s", line);
     if (d->ir_dir[0]) kernel_ir(d, k, spec, &ei);
@@ -723,10 +729,12 @@ static int device_create(gpu_device *d) {
   d->stats = want && d->info.exe_stats;
   if (d->stats && ir && *ir) {
     snprintf(d->ir_dir, sizeof d->ir_dir, "%s", ir);
-    if (mkdir(ir, 0777) && errno != EEXIST) log_warn("STENO_PIPELINE_IR: cannot make %s: %s", ir, strerror(errno));
+    if (mkdir(ir, 0777) && errno != EEXIST)
+      log_warn("STENO_PIPELINE_IR: cannot make %s: %s", ir, strerror(errno));
   }
   if (want && !d->stats)
-    log_warn("STENO_PIPELINE_STATS, STENO_PIPELINE_IR: %s does not offer VK_KHR_pipeline_executable_properties", d->info.name);
+    log_warn("STENO_PIPELINE_STATS, STENO_PIPELINE_IR: %s does not offer "
+             "VK_KHR_pipeline_executable_properties", d->info.name);
   if (d->stats) {
     ext[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     ci.pNext = &exe;
