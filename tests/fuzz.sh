@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz_*.c) with clang, ASan and UBSan in build-fuzz
-# and runs each for FUZZ_SECONDS (default 60) from a seed corpus written now
+# and runs each for FUZZ_SECONDS (default 60), as many at once as there are CPUs, from a
+# seed corpus written now
 # (tests/fuzz_seeds.py); any crash, leak, timeout or out-of-memory fails. What a target
 # finds is left in build-fuzz/findings/<target>/ (crash-*, leak-*, ...).
 #   bash tests/fuzz.sh [TARGET...]
@@ -20,9 +21,10 @@ trap 'rm -rf "$seeds"' EXIT
 python3 tests/fuzz_seeds.py "$seeds" tests/fixtures
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=($(cd build-fuzz/tests && ls fuzz_* | grep -v '\.' ))
-failed=0
-for t in "${targets[@]}"; do
-  out=build-fuzz/findings/$t
+# One target: its line on standard output (and the first error on standard error where it
+# fails), its status in $seeds/$t.rc.
+fuzz_one() {
+  local t=$1 out=build-fuzz/findings/$1
   rm -rf "$out" && mkdir -p "$out" "$seeds/$t"
   # Leaks are checked after every input. Mesa's lavapipe keeps allocations until exit
   # (some in libraries it unloads, so no suppression can name them): the one check at
@@ -36,10 +38,22 @@ for t in "${targets[@]}"; do
     build-fuzz/tests/$t -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
     -artifact_prefix="$out/" -print_final_stats=1 "$seeds/$t" >"$out/log" 2>&1; then
     echo "$t: $(grep -o 'Done [0-9]* runs' "$out/log" || true), clean"
+    echo 0 >"$seeds/$t.rc"
   else
-    failed=1
     echo "$t: FAILED (build-fuzz/findings/$t)" >&2
     grep -A25 -m1 -E '^==[0-9]+==ERROR|SUMMARY|deadly signal|timeout' "$out/log" >&2 || tail -30 "$out/log" >&2
+    echo 1 >"$seeds/$t.rc"
   fi
+}
+# As many targets at once as there are CPUs (each fuzzes on one), their reports in order.
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  fuzz_one "$t" >"$seeds/$t.report" 2>&1 &
+done
+wait || true
+failed=0
+for t in "${targets[@]}"; do
+  cat "$seeds/$t.report"
+  [ "$(cat "$seeds/$t.rc" 2>/dev/null)" = 0 ] || failed=1
 done
 exit $failed
