@@ -178,26 +178,29 @@ static void attend_case(size_t heads, size_t hd, const uint32_t *ns, int nn, uin
 /* pack is bit-exact: `rows` rows of `pairs` from x[src + r·ss..] to y[dst + r·ds..], every other
  * word untouched. */
 static void pack_case(const float *x, size_t nx, uint32_t rows, uint32_t pairs, uint32_t src,
-                      uint32_t ss, uint32_t dst, uint32_t ds) {
+                      uint32_t ss, uint32_t dst, uint32_t ds, bool clamp) {
   size_t ny = dst + (size_t)(rows - 1) * ds + pairs + 4;
   uint32_t *y0 = malloc(ny * 4), *want = malloc(ny * 4), *got = malloc(ny * 4);
   for (size_t i = 0; i < ny; i++) want[i] = y0[i] = 0xdeadbeefu + (uint32_t)i;
   for (size_t r = 0; r < rows; r++)
     for (size_t i = 0; i < pairs; i++) {
       const float *v = x + src + r * ss + 2 * i;
-      want[dst + r * ds + i] = f32_to_f16(v[0]) | (uint32_t)f32_to_f16(v[1]) << 16;
+      float v0 = clamp ? fminf(fmaxf(v[0], -65504.0f), 65504.0f) : v[0];
+      float v1 = clamp ? fminf(fmaxf(v[1], -65504.0f), 65504.0f) : v[1];
+      want[dst + r * ds + i] = f32_to_f16(v0) | (uint32_t)f32_to_f16(v1) << 16;
     }
   gpu_buffer *xb = test_upload(x, nx), *yb;
   CHECK_OK(gpu_buffer_from(test_device(), y0, ny * 4, &yb));
   gpu_rec *rec = test_rec();
-  gpu_pack(rec, xb, src, ss, yb, dst, ds, rows, pairs);
+  if (clamp) gpu_pack_clamped(rec, xb, src, ss, yb, dst, ds, rows, pairs);
+  else gpu_pack(rec, xb, src, ss, yb, dst, ds, rows, pairs);
   CHECK_OK(gpu_rec_run(rec));
   CHECK_OK(gpu_download(yb, 0, got, ny * 4));
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < ny; i++)
     if (got[i] != want[i] && !bad++) first = i;
-  CHECK(!bad, "pack %u×%u from %u/%u to %u/%u: %zu words off, first [%zu] %08x want %08x", rows,
-        pairs, src, ss, dst, ds, bad, first, got[first], want[first]);
+  CHECK(!bad, "pack%s %u×%u from %u/%u to %u/%u: %zu words off, first [%zu] %08x want %08x",
+        clamp ? " clamped" : "", rows, pairs, src, ss, dst, ds, bad, first, got[first], want[first]);
   gpu_rec_free(rec);
   gpu_buffer_free(xb);
   gpu_buffer_free(yb);
@@ -208,13 +211,18 @@ static void pack_case(const float *x, size_t nx, uint32_t rows, uint32_t pairs, 
 
 static void pack_cases(void) {
   float *x = test_random(20000, 7);
-  pack_case(x, 20000, 1, 10, 3, 0, 5, 0);         /* the seed's */
-  pack_case(x, 20000, 7, 10, 3, 31, 5, 13);       /* rows of a wider buffer */
-  pack_case(x, 20000, 3, 3000, 1, 6001, 2, 3001); /* more than a workgroup per row */
+  pack_case(x, 20000, 1, 10, 3, 0, 5, 0, false);         /* the seed's */
+  pack_case(x, 20000, 7, 10, 3, 31, 5, 13, false);       /* rows of a wider buffer */
+  pack_case(x, 20000, 3, 3000, 1, 6001, 2, 3001, false); /* more than a workgroup per row */
   /* Ties to even (1 + 2⁻¹¹ → 1, 1 + 3·2⁻¹¹ → 1 + 2⁻⁹), f16's least normal, a subnormal. */
   float ties[8] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -1.0f - 0x1p-11f, 2048.0f + 1.0f,
                    0x1p-14f, 0x1p-20f, -0.0f, 65504.0f};
-  pack_case(ties, 8, 1, 4, 0, 0, 0, 0);
+  pack_case(ties, 8, 1, 4, 0, 0, 0, 0, false);
+  /* Clamped (gemm_tc's a in f16): past ±65504 → ±65504, not infinity; the rest as above. */
+  float big[8] = {1e6f, -7e4f, 65520.0f, -65505.0f, 65504.0f, 1.5f, -0.0f, 0x1p-20f};
+  pack_case(big, 8, 1, 4, 0, 0, 0, 0, true);
+  pack_case(ties, 8, 1, 4, 0, 0, 0, 0, true);
+  pack_case(x, 20000, 7, 10, 3, 31, 5, 13, true);
   free(x);
 }
 

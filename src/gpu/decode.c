@@ -108,16 +108,28 @@ void gpu_attend(gpu_rec *rec, gpu_buffer *q, uint32_t q_off, gpu_buffer *kv, uin
                1);
 }
 
-void gpu_pack(gpu_rec *rec, gpu_buffer *x, uint32_t src, uint32_t src_stride, gpu_buffer *y,
-              uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs) {
+/* pack.comp, its x clamped to ±65504 first where clamp is set. */
+static void pack(gpu_rec *rec, bool clamp, gpu_buffer *x, uint32_t src, uint32_t src_stride,
+                 gpu_buffer *y, uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs) {
   if (!rows || !pairs) return;
   uint64_t last = rows - 1;
   if (!holds(rec, "pack", "x", x, src + last * src_stride + 2 * (uint64_t)pairs) ||
       !holds(rec, "pack", "y", y, dst + last * dst_stride + (uint64_t)pairs))
     return;
-  gpu_kernel *k = gpu_rec_kernel(rec, "pack", NULL, 0);
+  uint32_t spec = clamp;
+  gpu_kernel *k = gpu_rec_kernel(rec, "pack", &spec, 1);
   uint32_t push[6] = {rows, pairs, src, src_stride, dst, dst_stride};
   gpu_buffer *bufs[] = {x, y};
   gpu_dispatch(rec, k, bufs, 2, push, sizeof push, capped((pairs + (uint64_t)GROUP - 1) / GROUP),
                capped(rows), 1);
+}
+
+void gpu_pack(gpu_rec *rec, gpu_buffer *x, uint32_t src, uint32_t src_stride, gpu_buffer *y,
+              uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs) {
+  pack(rec, false, x, src, src_stride, y, dst, dst_stride, rows, pairs);
+}
+
+void gpu_pack_clamped(gpu_rec *rec, gpu_buffer *x, uint32_t src, uint32_t src_stride, gpu_buffer *y,
+                      uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs) {
+  pack(rec, true, x, src, src_stride, y, dst, dst_stride, rows, pairs);
 }

@@ -32,5 +32,8 @@ size_t gpu_attend_scratch(uint32_t n, uint32_t heads, uint32_t head_dim);
  * f16(x[s]) | f16(x[s + 1]) << 16, s = src + r·src_stride + 2i, for i < pairs, r < rows. */
 void gpu_pack(gpu_rec *rec, gpu_buffer *x, uint32_t src, uint32_t src_stride, gpu_buffer *y,
               uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs);
+/* The same with x clamped to ±65504 first (no infinities), as gemm_tc rounds its a. */
+void gpu_pack_clamped(gpu_rec *rec, gpu_buffer *x, uint32_t src, uint32_t src_stride, gpu_buffer *y,
+                      uint32_t dst, uint32_t dst_stride, uint32_t rows, uint32_t pairs);
 
 #endif

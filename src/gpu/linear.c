@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "base/mem.h"
+#include "gpu/decode.h"
 #include "gpu/internal.h"
 #include "gpu/norm.h"
 
@@ -58,16 +59,19 @@ static bool tc_passed(const gpu_device *d) {
   return false;
 }
 
-gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
+/* Tile v's kernel; a16: gemm_tc's ATYPE 1 (a read in f16). */
+static gpu_kernel *tile_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type, bool a16) {
   const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  uint32_t spec[7] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk};
-  return gpu_rec_kernel(rec, t->kernel, spec, v == GPU_GEMM_COOP64 ? 1 : is_tc(v) ? 7 : 6);
+  uint32_t spec[8] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk, 1};
+  return gpu_rec_kernel(rec, t->kernel, spec, a16 ? 8 : v == GPU_GEMM_COOP64 ? 1 : is_tc(v) ? 7 : 6);
+}
+
+gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
+  return tile_kernel(rec, v, type, false);
 }
 
 gpu_kernel *gpu_gemm_kernel_a16(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type) {
-  const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  uint32_t spec[8] = {type, t->sg_m, t->sg_n, t->tm, t->tn, 32 * t->sg_m * t->sg_n, t->bk, 1};
-  return gpu_rec_kernel(rec, t->kernel, spec, 8);
+  return tile_kernel(rec, v, type, true);
 }
 
 void gpu_gemm_force(gpu_device *d, gpu_gemm_variant v) { d->gemm_force = v; }
@@ -350,13 +354,7 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
   if (g->a16) { /* a's rows in f16 first, k halves each (pack.comp, clamped as gemm_tc clamps) */
     gpu_buffer *h = gpu_device_scratch16(d, A16_BYTES);
     if (!h) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
-    uint32_t clamp = 1, pairs = l->k / 2;
-    struct {
-      uint32_t rows, pairs, src, src_stride, dst, dst_stride;
-    } pp = {m, pairs, 0, lda, 0, pairs};
-    gpu_buffer *pb[] = {a, h};
-    gpu_dispatch(rec, gpu_rec_kernel(rec, "pack", &clamp, 1), pb, 2, &pp, sizeof pp,
-                 (pairs + 255) / 256 < 64 ? (pairs + 255) / 256 : 64, m < 65535 ? m : 65535, 1);
+    gpu_pack_clamped(rec, a, 0, lda, h, 0, l->k / 2, m, l->k / 2);
     a = h;
     lda = l->k; /* in halves */
   }
