@@ -1,8 +1,8 @@
 /* The GPU transducer search (nn/transducer_gpu.c, rnnt_*.comp) against the CPU
  * one (decode/transducer.c, the plain C reference) on random weights: RNN-T
  * and TDT, one to three LSTM layers, the three joint activations, the 0.6B
- * models' widths; both GPU ways (steps, the persistent rnnt_search), one clip
- * and batches. Tokens, frames and durations exactly; confidences to 1e-4.
+ * models' widths; every GPU way (steps, the persistent rnnt_search, the grid's
+ * rnnt_grid), one clip and batches. Tokens, frames and durations exactly; confidences to 1e-4.
  * Random weights decode degenerately (many symbols per frame, the
  * max_symbols cap): every rule of the search gets exercised. Also: both
  * searches stop when the caller's abort callback asks, and refuse a
@@ -102,18 +102,30 @@ static double compare(const char *what, const char *how, const dec_tokens *want,
 }
 
 /* The GPU searches: steps in whole chunks, steps in parts (a submission
- * each, stopped by the state a finished part copied out), then the persistent
- * kernel — by its normal schedule where it passed its probe, else (lavapipe,
- * whose loop cap fails the probe) forced, with few enough steps per dispatch
- * for that cap (each step of the wide models loops ~10 000 times). */
-enum { STEPS, PARTS, PERSISTENT, MODES };
-static const char *const mode_name[MODES] = {"steps", "steps in parts", "persistent"};
+ * each, stopped by the state a finished part copied out), the persistent
+ * kernel, then rnnt_grid — each by its normal schedule where it passed its
+ * probe, else (lavapipe, whose loop cap fails the probes) forced, with few
+ * enough steps per dispatch for that cap (each step of the wide models
+ * loops ~10 000 times): the grid on one workgroup (more would spin, and the
+ * spins count against the cap), 8 rounds a dispatch, and only for small
+ * models and batches (its one workgroup does a round's every block). */
+enum { STEPS, PARTS, PERSISTENT, GRID, MODES };
+static const char *const mode_name[MODES] = {"steps", "steps in parts", "persistent", "grid"};
 
-static void set_mode(gpu_transducer_search *s, const gpu_transducer *g, int mode, int hidden) {
+/* Sets s to the mode; false where it is skipped here. */
+static bool set_mode(gpu_transducer_search *s, const gpu_transducer *g, int mode, int hidden, int clips) {
+  static const gpu_search_mode modes[MODES] = {GPU_SEARCH_STEPS, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT,
+                                               GPU_SEARCH_GRID};
   gpu_transducer_search_force(s, 0);
+  gpu_transducer_search_grid(s, 0, 0, 0);
   gpu_transducer_search_split(s, mode == PARTS);
-  gpu_transducer_search_mode(s, mode == PERSISTENT ? GPU_SEARCH_PERSISTENT : GPU_SEARCH_STEPS);
+  gpu_transducer_search_mode(s, modes[mode]);
   if (mode == PERSISTENT && !gpu_transducer_persistent(g)) gpu_transducer_search_force(s, hidden <= 64 ? 16 : 1);
+  if (mode == GRID && !gpu_transducer_grid(g)) {
+    if (hidden > 64 || clips > 8) return false;
+    gpu_transducer_search_grid(s, 1, 8, 1u << 18);
+  }
+  return true;
 }
 
 static const char first_case[] = "TDT small";
@@ -133,24 +145,26 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
   CHECK(g, "%s: no GPU decoder", what);
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   if (g && what == first_case)
-    printf("rnnt_search %s its probe here\n", gpu_transducer_persistent(g) ? "passed" : "failed");
+    printf("rnnt_search %s its probe here, rnnt_grid %s\n", gpu_transducer_persistent(g) ? "passed" : "failed",
+           gpu_transducer_grid(g) ? "passed" : "failed");
   double worst[MODES] = {0};
   for (int mode = 0; s && x.genc && mode < MODES; mode++) {
-    set_mode(s, g, mode, hidden);
+    if (!set_mode(s, g, mode, hidden, 1)) continue;
     dec_tokens got = {0}, again = {0};
     CHECK_OK(gpu_transducer_greedy(s, x.genc, (uint32_t)t, x.stride, NULL, &got));
     worst[mode] = compare(what, mode_name[mode], &want, &got);
     /* Again on the same search: nothing of the last one stays behind (not
      * for the wide models' forced persistent search: ~0.3 s a step here). */
-    if (hidden <= 64 || gpu_transducer_persistent(g) || mode != PERSISTENT) {
+    if (hidden <= 64 || gpu_transducer_persistent(g) || mode < PERSISTENT) {
       CHECK_OK(gpu_transducer_greedy(s, x.genc, (uint32_t)t, x.stride, NULL, &again));
       compare(what, mode_name[mode], &want, &again);
     }
     dec_free(&got), dec_free(&again);
   }
   int hits = n_dur ? cap_hits(what, &want, max_symbols) : 0;
-  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e / %.1e / %.1e\n",
-         what, want.n, t, hits, worst[STEPS], worst[PARTS], worst[PERSISTENT]);
+  printf("%-34s %4zu tokens over %3d frames (%d cap hits), confidences max |Δ| %.1e / %.1e / %.1e / %.1e\n",
+         what, want.n, t, hits, worst[STEPS], worst[PARTS], worst[PERSISTENT], worst[GRID]);
+  CHECK(!s || gpu_transducer_search_aborts(s) == 0, "%s: a grid search gave up", what);
   dec_free(&want);
   gpu_transducer_search_free(s);
   gpu_transducer_free(g);
@@ -185,7 +199,7 @@ static void batch(const char *what, int hidden, int joint, int vocab, int n_dur,
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   double worst = 0;
   for (int mode = 0; s && x.genc && mode < MODES; mode++) {
-    set_mode(s, g, mode, hidden);
+    if (!set_mode(s, g, mode, hidden, n)) continue;
     for (int k = n; k >= 1; k -= n > 1 ? n - 1 : 1) { /* all clips, then the first alone */
       dec_tokens got[MAX_CLIPS] = {{0}};
       CHECK_OK(gpu_transducer_search_batch(s, x.genc, x.stride, clips, k, NULL, got));
@@ -197,6 +211,34 @@ static void batch(const char *what, int hidden, int joint, int vocab, int n_dur,
   }
   printf("%-34s %d clips, %4zu tokens (confidences max |Δ| %.1e)\n", what, n, total, worst);
   for (int i = 0; i < n; i++) dec_free(&want[i]);
+  gpu_transducer_search_free(s);
+  gpu_transducer_free(g);
+  model_free(&x);
+}
+
+/* A grid search whose workgroups give up waiting at once (no spins: the
+ * first to reach a barrier before the others did gives up) is searched again
+ * in steps: the same tokens, and one abort counted where the workgroups
+ * cannot all have arrived (lavapipe runs 64 of them on a few threads, one
+ * after another: the first waits alone). */
+static void grid_gives_up(void) {
+  model x;
+  model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 850, 0, 0);
+  dec_tokens want = {0}, got = {0};
+  CHECK_OK(transducer_greedy(&x.m, x.enc, 30, (int)x.stride, NULL, &want));
+  gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
+  if (s) {
+    gpu_transducer_search_grid(s, 64, 8, 0);
+    CHECK_OK(gpu_transducer_greedy(s, x.genc, 30, x.stride, NULL, &got));
+    compare("grid giving up", "grid, then steps", &want, &got);
+    uint32_t aborts = gpu_transducer_search_aborts(s);
+    if (!gpu_transducer_grid(g)) CHECK(aborts == 1, "64 workgroups without spins: %u aborts", aborts);
+    printf("grid of 64 workgroups that never wait: %u abort(s), %zu tokens as the CPU's\n", aborts, got.n);
+  }
+  dec_free(&want), dec_free(&got);
   gpu_transducer_search_free(s);
   gpu_transducer_free(g);
   model_free(&x);
@@ -228,7 +270,7 @@ static void aborts(void) {
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   for (int mode = 0; s && mode < MODES; mode++) {
     dec_tokens gpu = {0};
-    set_mode(s, g, mode, 32);
+    set_mode(s, g, mode, 32, 1);
     calls = 0;
     CHECK(gpu_transducer_greedy(s, x.genc, T, x.stride, &stop, &gpu) == STENO_ERR_ABORTED,
           "GPU search (%s) not aborted", mode_name[mode]);
@@ -277,7 +319,7 @@ static void bad_batches(void) {
   static const gpu_transducer_clip past[] = {{0, 3}, {4, 3}}, huge[] = {{UINT32_MAX, 2}};
   dec_tokens d[2] = {{0}};
   for (int mode = 0; s && mode < MODES; mode++) {
-    set_mode(s, g, mode, 32);
+    set_mode(s, g, mode, 32, 2);
     CHECK(gpu_transducer_search_batch(s, x.genc, x.stride, past, 2, NULL, d) == STENO_ERR_INVALID,
           "%s: a clip past the buffer's rows searched", mode_name[mode]);
     CHECK(gpu_transducer_search_batch(s, x.genc, x.stride, huge, 1, NULL, d) == STENO_ERR_INVALID,
@@ -331,6 +373,7 @@ int main(void) {
   for (int i = 0; i < 300; i++) many[i] = (i * 7) % 13;
   batch("batch small TDT, 300 clips", 32, 48, 41, 5, 4, many, 300, 1500, 0, 1.0f);
   aborts();
+  grid_gives_up();
   bad_max_symbols();
   bad_batches();
   /* Too wide for the kernels: the CPU path decodes those. */

@@ -7,7 +7,9 @@
  * submission, and stops once a finished part says the search ended: the GPU
  * runs one part while the next is recorded. Persistent mode: one
  * rnnt_search dispatch per chunk, a workgroup per clip looping over the
- * chunk's steps. */
+ * chunk's steps. Grid mode: the steps path's work, rounds of it in one
+ * rnnt_grid dispatch of workgroups that wait for one another at barriers
+ * over the grid (where its probe found them all running at once). */
 #include "nn/transducer_gpu.h"
 
 #include <pthread.h>
@@ -23,9 +25,21 @@
 
 /* Steps mode's state (rnnt_joint.comp): a header of ST_WORDS words, then
  * ST_WORDS per clip. */
-enum { ST_SEARCHING }; /* header: the clips still searching */
+enum { ST_SEARCHING, ST_ABORTED = 3 }; /* header: the clips still searching; a grid search gave up */
 enum { ST_DONE, ST_STEP, ST_LEFT, ST_SYMBOLS, ST_EMIT, ST_CUR, ST_TOK, ST_OUT, ST_ROOM, ST_COUNT,
        ST_T, ST_FIRST, ST_BASE, ST_ROUNDS, ST_WORDS = 16 };
+/* rnnt_pred.glsl's outputs a workgroup (its PR). */
+enum { PRED_ROWS = 8 };
+/* A block of rnnt_lstm.glsl (U units, LN invocations a gate row) or of
+ * rnnt_joint.glsl (U rows, LN invocations a row). One clip waits on the
+ * chain of loads each invocation makes, so it takes narrow blocks of many
+ * invocations a row (H200: the plain file's search 52 → 42 ms, docs/perf.md);
+ * a batch's workgroups each stage their clips' vectors first, so it takes
+ * blocks twice as tall (half the workgroups staging). */
+typedef struct {
+  uint32_t u, ln;
+} block_shape;
+static const block_shape LSTM_ONE = {2, 32}, LSTM_MANY = {4, 16}, JOINT_ONE = {16, 16}, JOINT_MANY = {32, 8};
 /* The most clips one steps search takes at once (more go in turns). */
 enum { STEPS_CLIPS = 256 };
 /* rnnt_search.comp's state words per clip. */
@@ -35,6 +49,10 @@ enum { PS_DONE, PS_STEP, PS_LEFT, PS_SYMBOLS, PS_OUT, PS_ROOM, PS_BASE, PS_T, PS
 enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
 /* Steps per part, and parts per chunk, where the recorder splits. */
 enum { PART_STEPS = 16, PARTS_MAX = 64 };
+/* rnnt_grid: workgroups (at most one per SM of an H200), rounds per
+ * dispatch, and a barrier's spins before it gives up (an atomic read each:
+ * well under a second on the H200; lavapipe cuts the loop at 65 535). */
+enum { GRID_GROUPS = 128, GRID_ROUNDS = 512, GRID_SPINS = 1 << 18 };
 /* The most tokens one call's searches may hold (16 bytes each). */
 #define MAX_TOKENS (1u << 26)
 
@@ -46,6 +64,7 @@ struct gpu_transducer {
   uint32_t off_pred, off_out;  /* where pred_w and out_w start in wts */
   uint32_t pwg;                /* rnnt_search's workgroup size; 0: no fit */
   uint32_t wf;                 /* rnnt_joint's window of frames (its WF) */
+  uint32_t groups;             /* rnnt_grid's workgroups (STENO_SEARCH_GROUPS, or GRID_GROUPS) */
   gpu_buffer *wts, *dur;
 };
 
@@ -62,6 +81,8 @@ struct gpu_transducer_search {
   gpu_buffer *pstate, *work; /* persistent: per clip state and scratch for `clips` clips */
   uint32_t clips;
   uint32_t budget; /* gpu_transducer_search_force: steps per dispatch (0: not forced) */
+  uint32_t groups, rounds, spins; /* gpu_transducer_search_grid: forced grid (groups 0: not forced) */
+  uint32_t aborts;                /* grid searches given up and searched again in steps */
 };
 
 void gpu_transducer_free(gpu_transducer *g) {
@@ -79,13 +100,23 @@ void gpu_transducer_search_free(gpu_transducer_search *s) {
   free(s);
 }
 
-static bool probed(gpu_device *dev, uint32_t wg);
+static bool probed(gpu_device *dev, uint32_t wg, uint32_t groups);
 
-bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && probed(g->dev, g->pwg); }
+bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && probed(g->dev, g->pwg, 0); }
+
+bool gpu_transducer_grid(const gpu_transducer *g) { return g && probed(g->dev, 64, g->groups); }
 
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s->budget = budget; }
+
+void gpu_transducer_search_grid(gpu_transducer_search *s, uint32_t groups, uint32_t rounds, uint32_t spins) {
+  s->groups = groups;
+  s->rounds = rounds ? rounds : GRID_ROUNDS;
+  s->spins = spins;
+}
+
+uint32_t gpu_transducer_search_aborts(const gpu_transducer_search *s) { return s->aborts; }
 
 void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_split(s->rec, on); }
 
@@ -113,6 +144,7 @@ static gpu_search_mode mode_from_env(bool *whole) {
   const char *e = getenv("STENO_SEARCH");
   *whole = e && !strcasecmp(e, "chunks");
   if (e && !strcasecmp(e, "persistent")) return GPU_SEARCH_PERSISTENT;
+  if (e && !strcasecmp(e, "grid")) return GPU_SEARCH_GRID;
   if (e && (!strcasecmp(e, "steps") || *whole)) return GPU_SEARCH_STEPS;
   return GPU_SEARCH_AUTO;
 }
@@ -210,6 +242,9 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
                         .joint = m->joint, .n_dur = m->durations ? m->n_durations : 0,
                         .max_symbols = m->max_symbols, .act = (int)m->act};
   persistent_fit(g, gpu_device_info(dev));
+  const char *e = getenv("STENO_SEARCH_GROUPS");
+  long groups = e ? strtol(e, NULL, 10) : 0;
+  g->groups = groups >= 1 && groups <= 65535 ? (uint32_t)groups : GRID_GROUPS;
   g->wf = joint_window((uint32_t)g->joint, gpu_device_info(dev)->max_shared_memory);
   if (!g->wf) {
     gpu_transducer_free(g);
@@ -224,7 +259,7 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
   return 0;
 }
 
-static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d);
+static int probe_run(gpu_transducer *p, gpu_buffer *enc, uint32_t groups, dec_tokens *d);
 
 /* The second half of rnnt_search's probe (the first, loops_probe: loops run
  * to the end — lavapipe stops an invocation's loops after 65 535 iterations
@@ -237,10 +272,13 @@ static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d);
  * wins, so the cap moves the search on. One dispatch of 256 steps (its inner
  * loop runs 512 times a step) must emit exactly PROBE_T · PROBE_SYMBOLS
  * tokens 1 of duration 0 at the right frames. Run on first use (a batch, or
- * a forced mode), once per device and workgroup size in a process. */
+ * a forced mode), once per device and workgroup size in a process. The same
+ * search probes rnnt_grid (groups > 0): 256 rounds in one dispatch of
+ * `groups` workgroups, every one of whose ~1 300 barriers must be met by all
+ * of them (none given up). */
 enum { PROBE_T = 4, PROBE_SYMBOLS = 64, PROBE_H = 8, PROBE_J = 4096, PROBE_V = 4, PROBE_R = 6 };
 
-static bool persistent_probe(gpu_device *dev, uint32_t pwg) {
+static bool search_probe(gpu_device *dev, uint32_t pwg, uint32_t groups) {
   static const float zero[4 * PROBE_H * PROBE_H + PROBE_J * PROBE_H] = {0};
   static const int durations[2] = {0, 1};
   static const float out_b[PROBE_R] = {0, 0, 0.5f, 0, 1, 0};
@@ -255,11 +293,11 @@ static bool persistent_probe(gpu_device *dev, uint32_t pwg) {
   gpu_transducer *p = NULL;
   gpu_buffer *enc = NULL;
   dec_tokens d = {0};
-  bool ok = out_w && enc1 && !new_decoder(dev, &m, &p) && p && p->pwg &&
+  bool ok = out_w && enc1 && !new_decoder(dev, &m, &p) && p && (p->pwg || groups) &&
             !gpu_buffer_from(dev, enc1, (size_t)PROBE_T * PROBE_J * sizeof(float), &enc);
   if (ok) {
-    p->pwg = pwg;
-    ok = !probe_run(p, enc, &d) && d.n == PROBE_T * PROBE_SYMBOLS;
+    p->pwg = groups ? p->pwg : pwg;
+    ok = !probe_run(p, enc, groups, &d) && d.n == PROBE_T * PROBE_SYMBOLS;
   }
   for (size_t i = 0; ok && i < d.n; i++)
     ok = d.v[i].id == 1 && d.v[i].frame == (int)(i / PROBE_SYMBOLS) && d.v[i].frames == 0;
@@ -272,12 +310,17 @@ static bool persistent_probe(gpu_device *dev, uint32_t pwg) {
   return ok;
 }
 
-/* The probe's search: every step in one dispatch. */
-static int probe_run(gpu_transducer *p, gpu_buffer *enc, dec_tokens *d) {
+/* The probe's search: every step in one dispatch; for the grid, none of
+ * its barriers given up. */
+static int probe_run(gpu_transducer *p, gpu_buffer *enc, uint32_t groups, dec_tokens *d) {
   gpu_transducer_search *s;
   TRY(gpu_transducer_search_new(p, &s));
-  gpu_transducer_search_force(s, PROBE_T * PROBE_SYMBOLS);
+  if (groups)
+    gpu_transducer_search_grid(s, groups, PROBE_T * PROBE_SYMBOLS, GRID_SPINS);
+  else
+    gpu_transducer_search_force(s, PROBE_T * PROBE_SYMBOLS);
   int rc = gpu_transducer_greedy(s, enc, PROBE_T, PROBE_J, NULL, d);
+  if (!rc && s->aborts) rc = err_set(STENO_ERR_GPU, "rnnt_grid gave up waiting");
   gpu_transducer_search_free(s);
   return rc;
 }
@@ -309,16 +352,33 @@ static bool loops_probe(gpu_device *dev, uint32_t wg) {
 /* Probe results by device (name, driver, API version) and workgroup size:
  * each model load would otherwise probe again (~0.4 s on lavapipe). */
 static struct {
-  char key[sizeof ((gpu_info *)0)->name + sizeof ((gpu_info *)0)->driver + 16];
+  char key[sizeof ((gpu_info *)0)->name + sizeof ((gpu_info *)0)->driver + 40];
   bool ok;
 } probes[8];
 static int nprobes;
 static pthread_mutex_t probes_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool probed(gpu_device *dev, uint32_t wg) {
+/* Probe results by device and kernel: rnnt_search of wg invocations, or
+ * (groups > 0) rnnt_grid of `groups` workgroups, which also needs loops
+ * that run to the end (rnnt_search's count_loops at wg). */
+static void probe_key(gpu_device *dev, uint32_t wg, uint32_t groups, char *key, size_t size) {
   const gpu_info *info = gpu_device_info(dev);
+  snprintf(key, size, "%s|%s|%u|%u|%u", info->name, info->driver, info->api_version, wg, groups);
+}
+
+/* A grid search that gave up: never again on this device in this process. */
+static void grid_failed(gpu_device *dev, uint32_t groups) {
   char key[sizeof probes[0].key];
-  snprintf(key, sizeof key, "%s|%s|%u|%u", info->name, info->driver, info->api_version, wg);
+  probe_key(dev, 64, groups, key, sizeof key);
+  pthread_mutex_lock(&probes_lock);
+  for (int i = 0; i < nprobes; i++)
+    if (!strcmp(probes[i].key, key)) probes[i].ok = false;
+  pthread_mutex_unlock(&probes_lock);
+}
+
+static bool probed(gpu_device *dev, uint32_t wg, uint32_t groups) {
+  char key[sizeof probes[0].key];
+  probe_key(dev, wg, groups, key, sizeof key);
   pthread_mutex_lock(&probes_lock);
   for (int i = 0; i < nprobes; i++)
     if (!strcmp(probes[i].key, key)) {
@@ -326,7 +386,7 @@ static bool probed(gpu_device *dev, uint32_t wg) {
       pthread_mutex_unlock(&probes_lock);
       return ok;
     }
-  bool ok = loops_probe(dev, wg) && persistent_probe(dev, wg);
+  bool ok = loops_probe(dev, wg) && search_probe(dev, wg, groups);
   err_clear();
   if (nprobes < (int)(sizeof probes / sizeof *probes)) {
     snprintf(probes[nprobes].key, sizeof probes[nprobes].key, "%s", key);
@@ -354,17 +414,18 @@ static void record_predict(gpu_transducer_search *s, uint32_t n) {
   if (cg > n) cg = n;
   if (cg > s->active) cg = s->active;
   if (cg < 1) cg = 1;
-  uint32_t spec[2] = {cg, cg * H};
-  gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", spec, 2);
+  block_shape b1 = n > 1 ? LSTM_MANY : LSTM_ONE;
+  uint32_t spec[4] = {cg, cg * H, b1.u, b1.ln};
+  gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", spec, 4);
   gpu_kernel *pred = gpu_rec_kernel(s->rec, "rnnt_pred", NULL, 0);
   gpu_buffer *lb[] = {s->state, g->wts, s->h, s->c};
   for (uint32_t l = 0; l < L; l++) {
     uint32_t push[5] = {H, l, L, (uint32_t)g->vocab, n};
-    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + 3) / 4, (n + cg - 1) / cg, 1);
+    gpu_dispatch(s->rec, lstm, lb, 4, push, sizeof push, (H + b1.u - 1) / b1.u, (n + cg - 1) / cg, 1);
   }
   uint32_t push[4] = {H, (uint32_t)g->joint, L, g->off_pred};
   gpu_buffer *b[] = {s->state, g->wts, s->h, s->p};
-  gpu_dispatch(s->rec, pred, b, 4, push, sizeof push, ((uint32_t)g->joint + 31) / 32, n, 1);
+  gpu_dispatch(s->rec, pred, b, 4, push, sizeof push, ((uint32_t)g->joint + PRED_ROWS - 1) / PRED_ROWS, n, 1);
 }
 
 /* `steps` steps of the search over n clips. */
@@ -372,15 +433,56 @@ static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t str
                          int steps) {
   const gpu_transducer *g = s->g;
   uint32_t R = (uint32_t)(g->vocab + g->n_dur);
-  uint32_t spec[2] = {g->wf, g->wf * (uint32_t)g->joint};
-  gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", spec, 2);
+  block_shape jb = n > 1 ? JOINT_MANY : JOINT_ONE;
+  uint32_t spec[4] = {g->wf, g->wf * (uint32_t)g->joint, jb.u, jb.ln};
+  gpu_kernel *joint = gpu_rec_kernel(s->rec, "rnnt_joint", spec, 4);
   uint32_t push[8] = {stride, (uint32_t)g->joint, R, (uint32_t)g->act,
                       (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols, g->off_out};
   gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out};
   for (int i = 0; i < steps; i++) {
-    gpu_dispatch(s->rec, joint, b, 7, push, sizeof push, (R + 31) / 32, n, 1);
+    gpu_dispatch(s->rec, joint, b, 7, push, sizeof push, (R + jb.u - 1) / jb.u, n, 1);
     record_predict(s, n);
   }
+}
+
+/* rnnt_grid's shape for n clips: the clips per LSTM workgroup (CG, as
+ * record_predict's) and the joint's window (joint_window in the shared
+ * memory the LSTM's and the projection's blocks leave: x and h of CG clips
+ * and their partial sums, the LSTM output and its partial sums); fewer
+ * clips a workgroup where not even one frame would fit. 0: none fits. */
+static uint32_t grid_shape(const gpu_transducer *g, uint32_t n, uint32_t *cg) {
+  size_t shared = gpu_device_info(g->dev)->max_shared_memory, H = (size_t)g->hidden;
+  uint32_t c = 4096 / H < 4 ? (uint32_t)(4096 / H) : 4;
+  if (c > n) c = n;
+  for (; c >= 1; c--) {
+    size_t lstm = 2 * c * H * 4 + 2 * c * 16 * 16 * 4 + c * 16 * 4 + 16;
+    size_t pred = H * 4 + 32 * 8 * 4, extra = lstm + pred + 64;
+    uint32_t wf = shared > extra ? joint_window((uint32_t)g->joint, shared - extra) : 0;
+    if (wf) {
+      *cg = c;
+      return wf < g->wf ? wf : g->wf;
+    }
+  }
+  return 0;
+}
+
+/* One rnnt_grid dispatch of up to `rounds` rounds over n clips. */
+static void record_grid(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride, uint32_t n,
+                        uint32_t groups, uint32_t rounds, uint32_t spins) {
+  const gpu_transducer *g = s->g;
+  uint32_t cg = 1, wf = grid_shape(g, n, &cg), H = (uint32_t)g->hidden, J = (uint32_t)g->joint;
+  /* An LSTM block per workgroup where it can (a workgroup's blocks run one
+   * after another): units ⌈H / groups⌉, as many invocations a row as fit. */
+  uint32_t u = (H + groups - 1) / groups;
+  u = u < 1 ? 1 : u > 64 ? 64 : u;
+  block_shape jb = n > 1 ? JOINT_MANY : JOINT_ONE;
+  uint32_t spec[8] = {wf, wf * J, cg, H, u, 256 / (4 * u), jb.u, jb.ln};
+  gpu_kernel *k = gpu_rec_kernel(s->rec, "rnnt_grid", spec, 8);
+  uint32_t push[14] = {stride, J, (uint32_t)(g->vocab + g->n_dur), (uint32_t)g->act,
+                       (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols, g->off_out,
+                       H, (uint32_t)g->layers, n, g->off_pred, rounds, spins};
+  gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out, s->h, s->c};
+  gpu_dispatch(s->rec, k, b, 9, push, sizeof push, groups, 1, 1);
 }
 
 /* Room for every token a search over t frames can emit. The recorder keeps
@@ -459,10 +561,12 @@ static int record_parts(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
 }
 
 /* The steps search over n ≤ STEPS_CLIPS clips at once: every step advances
- * each clip still searching. */
+ * each clip still searching; with `groups` > 0 in rnnt_grid dispatches of
+ * that many workgroups (*aborted, and nothing appended to out, where one
+ * gave up waiting). */
 static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
-                        const gpu_transducer_clip *clips, uint32_t n, const transducer_abort *stop,
-                        dec_tokens *out) {
+                        const gpu_transducer_clip *clips, uint32_t n, uint32_t groups,
+                        const transducer_abort *stop, dec_tokens *out, bool *aborted) {
   const gpu_transducer *g = s->g;
   size_t words = ((size_t)n + 1) * ST_WORDS;
   uint32_t *st = mem_alloc(words, sizeof *st); /* zeros */
@@ -492,7 +596,9 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
    * small next to the round trips on a discrete GPU. */
   double t0 = time_now(), t_rec = 0, t_run = 0, t_state = 0;
   int chunks = 0, recorded = 0;
-  bool parts = gpu_rec_splits(s->rec);
+  bool parts = !groups && gpu_rec_splits(s->rec);
+  uint32_t rounds = s->groups ? s->rounds : GRID_ROUNDS, spins = s->groups ? s->spins : GRID_SPINS;
+  *aborted = false;
   if (!rc) rc = gpu_upload(s->state, 0, st, words * 4);
   if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
   if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
@@ -504,7 +610,10 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     double a = time_now();
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
     if (first) record_predict(s, n);
-    if (parts) {
+    if (groups) {
+      record_grid(s, enc, stride, n, groups, rounds, spins);
+      recorded += (int)rounds;
+    } else if (parts) {
       if ((rc = record_parts(s, enc, stride, n, stop, &recorded))) break;
     } else {
       record_steps(s, enc, stride, n, chunk);
@@ -516,29 +625,34 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     if ((rc = gpu_download(s->state, 0, st, words * 4))) break;
     t_rec += b - a, t_run += c - b, t_state += time_now() - c;
     chunks++;
+    if (groups && st[ST_ABORTED]) {
+      *aborted = true;
+      break;
+    }
     int want = 0;
     s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
     for (uint32_t i = 0; i < n; i++) {
       const uint32_t *ci = st + (i + 1) * ST_WORDS;
-      int next = ci[ST_DONE] ? 0 : next_chunk(ci, ci[ST_T], chunk);
+      int next = ci[ST_DONE] ? 0 : groups ? (int)rounds : next_chunk(ci, ci[ST_T], chunk);
       want = next > want ? next : want;
     }
     chunk = want;
   }
   double t2 = time_now();
-  uint32_t steps = 0, rounds = 0, tokens = 0;
-  for (uint32_t i = 0; !rc && i < n; i++) {
+  uint32_t steps = 0, most = 0, tokens = 0;
+  for (uint32_t i = 0; !rc && !*aborted && i < n; i++) {
     const uint32_t *c = st + (i + 1) * ST_WORDS;
     uint32_t taken = c[ST_ROOM] - 1 - c[ST_LEFT];
     steps = taken > steps ? taken : steps;
-    rounds = c[ST_ROUNDS] > rounds ? c[ST_ROUNDS] : rounds;
+    most = c[ST_ROUNDS] > most ? c[ST_ROUNDS] : most;
     tokens += c[ST_OUT];
     rc = take_tokens(s, c[ST_BASE], c[ST_OUT] < c[ST_ROOM] ? c[ST_OUT] : c[ST_ROOM], &out[i]);
   }
   log_debug("transducer search: %u clips (%u frames in the first), %u steps in %u rounds at most "
             "(%u tokens) in %d chunks of %d recorded%s; uploads %.2f ms, recording %.2f, runs "
             "%.2f, state downloads %.2f, tokens %.2f ms",
-            n, clips[0].t, steps, rounds, tokens, chunks, recorded, parts ? " in parts" : "",
+            n, clips[0].t, steps, most, tokens, chunks, recorded,
+            groups ? " on the grid" : parts ? " in parts" : "",
             (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3, t_state * 1e3, (time_now() - t2) * 1e3);
   free(st);
   return rc;
@@ -618,6 +732,19 @@ static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t
   return rc;
 }
 
+/* rnnt_grid's workgroups for a steps search over n clips, 0 for the
+ * steps kernels: forced (gpu_transducer_search_grid), or in grid mode (and
+ * auto, below the persistent kernel's batches, where GPU_SEARCH_AUTO_GRID)
+ * where the grid passed its probe and its blocks fit the device. */
+static uint32_t grid_groups(const gpu_transducer_search *s, uint32_t n) {
+  uint32_t cg;
+  if (!grid_shape(s->g, n, &cg)) return 0;
+  if (s->groups) return s->groups;
+  bool want = s->mode == GPU_SEARCH_GRID || (GPU_SEARCH_AUTO_GRID && s->mode == GPU_SEARCH_AUTO &&
+                                               n < GPU_SEARCH_AUTO_BATCH);
+  return want && gpu_transducer_grid(s->g) ? s->g->groups : 0;
+}
+
 int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
                                 const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
                                 dec_tokens *out) {
@@ -636,8 +763,17 @@ int gpu_transducer_search_batch(gpu_transducer_search *s, gpu_buffer *enc, uint3
   bool persistent = (s->budget && g->pwg) || (want && gpu_transducer_persistent(g));
   if (persistent) return persistent_search(s, enc, stride, clips, n, stop, out);
   for (int i = 0; i < n; i += STEPS_CLIPS) {
-    uint32_t k = (uint32_t)(n - i < STEPS_CLIPS ? n - i : STEPS_CLIPS);
-    TRY(steps_search(s, enc, stride, clips + i, k, stop, out + i));
+    uint32_t k = (uint32_t)(n - i < STEPS_CLIPS ? n - i : STEPS_CLIPS), groups = grid_groups(s, k);
+    bool aborted;
+    TRY(steps_search(s, enc, stride, clips + i, k, groups, stop, out + i, &aborted));
+    if (aborted) {
+      /* Not every workgroup ran at once: never the grid again here. */
+      s->aborts++;
+      if (!s->groups) grid_failed(g->dev, groups);
+      log_warn("transducer search: rnnt_grid's %u workgroups did not all run at once; searching in steps",
+               groups);
+      TRY(steps_search(s, enc, stride, clips + i, k, 0, stop, out + i, &aborted));
+    }
   }
   return 0;
 }

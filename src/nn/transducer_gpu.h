@@ -2,9 +2,11 @@
  * decode/transducer.c's transducer_greedy with the LSTM predictor, the joint
  * and each step's choice in kernels, so the weights stay on the device and
  * the host only looks, every few hundred steps, whether the search has
- * ended. Two ways to run it: "steps" (rnnt_joint, rnnt_lstm, rnnt_pred.comp:
+ * ended. Three ways to run it: "steps" (rnnt_joint, rnnt_lstm, rnnt_pred.comp:
  * ~4 dispatches per step, each product spread over many workgroups, a row
- * of them per clip of a batch) and "persistent" (rnnt_search.comp: one workgroup per clip
+ * of them per clip of a batch), "grid" (rnnt_grid.comp: the same work, up to
+ * 512 rounds of it in one dispatch whose workgroups meet at barriers over
+ * the grid) and "persistent" (rnnt_search.comp: one workgroup per clip
  * looping over up to 512 steps per dispatch, a batch of clips at once). It
  * is an nn/ block, not gpu/, because it takes decode/'s transducer weights
  * and gives its token lists; the transducer families (Parakeet, GigaAM)
@@ -22,19 +24,28 @@ typedef struct gpu_transducer gpu_transducer;
 typedef struct gpu_transducer_search gpu_transducer_search;
 
 /* Which kernels search. AUTO: persistent for a batch of
- * GPU_SEARCH_AUTO_BATCH clips or more, steps otherwise (one workgroup streams
- * the weights slower than the steps path's many: docs/perf.md). The
- * environment's STENO_SEARCH=persistent|steps|chunks sets a search's mode
- * when it is made (for A/B runs; chunks: steps in whole chunks, never in
- * parts); persistent falls back to steps where the kernel does not fit the
- * device's workgroup limits or failed its probe. */
-typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT } gpu_search_mode;
+ * GPU_SEARCH_AUTO_BATCH clips or more (one workgroup streams the weights
+ * slower than the steps path's many: docs/perf.md), steps otherwise (grid
+ * instead where GPU_SEARCH_AUTO_GRID and it passed its probe). The environment's
+ * STENO_SEARCH=persistent|grid|steps|chunks sets a search's mode when it is
+ * made (for A/B runs; chunks: steps in whole chunks, never in parts), and
+ * STENO_SEARCH_GROUPS the grid's workgroups (128) when a decoder is made;
+ * persistent and grid fall back to steps where the kernel does not fit the
+ * device's limits or failed its probe, and a grid search whose workgroups
+ * did not all run at once is searched again in steps. */
+typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT, GPU_SEARCH_GRID } gpu_search_mode;
 /* H200, random 0.6B TDT, 11 s clips, steps advancing every clip of a batch
  * each step (rnnt_lstm 4 clips a workgroup), search stage in steps against
  * persistent: 8 clips 15.7 against 52.1 ms, 16 clips 25.1 against 52.1, 64
  * clips 82.9 against 56.1 (docs/perf.md): steps grow ~1.2 ms a clip, the
  * persistent kernel (a workgroup per clip) stays near 52–56 ms. */
 #define GPU_SEARCH_AUTO_BATCH 40
+/* H200, random 0.6B TDT, 11 s clip, search stage, grid (128 workgroups)
+ * against steps, same call (docs/perf.md): the plain file (1 029 rounds, a
+ * token each) 43.5 against 42.4 ms, the speech-rate file 2.5 against 2.8,
+ * batches of 4 and 8 clips 64.6 / 106.6 against 69.3 / 111.3: level or a
+ * few per cent, so steps stay the default. */
+#define GPU_SEARCH_AUTO_GRID 0
 
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
  * max_symbols that transducer_greedy refuses. *out stays NULL where the
@@ -55,6 +66,17 @@ bool gpu_transducer_persistent(const gpu_transducer *g);
 /* For tests: the persistent kernel whether or not it passed its probe (only
  * where it fits), at most `budget` steps per dispatch; 0 undoes it. */
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget);
+/* Whether rnnt_grid passed its probe on g's device with g's workgroups (a
+ * search of 256 rounds in one dispatch, none of its barriers given up;
+ * run on first use, once per device in a process; lavapipe, which cuts
+ * long loops off, fails it). */
+bool gpu_transducer_grid(const gpu_transducer *g);
+/* For tests: steps searches in rnnt_grid dispatches of `groups` workgroups
+ * whether or not it passed its probe, `rounds` per dispatch (0: 512), a
+ * barrier's wait given up after `spins` atomic reads; groups 0 undoes it. */
+void gpu_transducer_search_grid(gpu_transducer_search *s, uint32_t groups, uint32_t rounds, uint32_t spins);
+/* Grid searches of s that gave up waiting and were searched again in steps. */
+uint32_t gpu_transducer_search_aborts(const gpu_transducer_search *s);
 /* Steps searches in parts (one submission each, stopped once one finished
  * says the search ended) or in whole chunks; the default is the recorder's:
  * parts on a discrete GPU (STENO_SPLIT overrides). */
