@@ -244,6 +244,41 @@ static void grid_gives_up(void) {
   model_free(&x);
 }
 
+/* Ties: a joint whose output weights are all 0 and whose biases put the
+ * largest logit at rows 3, 20 and 39 (three of rnnt_joint's blocks of 16
+ * rows; 32-row blocks hold two of them) picks the first, row 3, every time
+ * on the CPU and every GPU way (the blocks' summaries keep the first of a
+ * block's largest, then the lowest row across blocks). */
+static void ties(void) {
+  enum { T = 6, CAP = 4 };
+  model x;
+  model_new(&x, 32, 1, 48, 41, 5, JOINT_RELU, CAP, T, 870, 0, 0);
+  float *ow = (float *)x.m.out_w, *ob = (float *)x.m.out_b;
+  for (int i = 0; i < (41 + 5) * 48; i++) ow[i] = 0;
+  for (int i = 0; i < 41 + 5; i++) ob[i] = i == 3 || i == 20 || i == 39 ? 1.0f : i == 41 ? 2.0f : 0;
+  dec_tokens want = {0};
+  CHECK_OK(transducer_greedy(&x.m, x.enc, T, (int)x.stride, NULL, &want));
+  bool threes = want.n == (size_t)T * CAP;
+  for (size_t i = 0; i < want.n; i++) threes = threes && want.v[i].id == 3;
+  CHECK(threes, "ties: the CPU search did not pick row 3 %d times (%zu tokens)", T * CAP, want.n);
+  gpu_transducer *g = NULL;
+  gpu_transducer_search *s = NULL;
+  CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
+  for (int mode = 0; s && mode < MODES; mode++) {
+    if (!set_mode(s, g, mode, 32, 1)) continue;
+    dec_tokens got = {0};
+    CHECK_OK(gpu_transducer_greedy(s, x.genc, T, x.stride, NULL, &got));
+    compare("ties", mode_name[mode], &want, &got);
+    dec_free(&got);
+  }
+  printf("ties: row 3 of three equal largest logits, %zu times\n", want.n);
+  dec_free(&want);
+  gpu_transducer_search_free(s);
+  gpu_transducer_free(g);
+  model_free(&x);
+}
+
 /* Counts its calls; asks to stop at the third. */
 static int stop_at_third(void *user) {
   int *calls = user;
@@ -374,6 +409,7 @@ int main(void) {
   batch("batch small TDT, 300 clips", 32, 48, 41, 5, 4, many, 300, 1500, 0, 1.0f);
   aborts();
   grid_gives_up();
+  ties();
   bad_max_symbols();
   bad_batches();
   /* Too wide for the kernels: the CPU path decodes those. */

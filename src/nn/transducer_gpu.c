@@ -120,6 +120,13 @@ uint32_t gpu_transducer_search_aborts(const gpu_transducer_search *s) { return s
 
 void gpu_transducer_search_split(gpu_transducer_search *s, bool on) { gpu_rec_split(s->rec, on); }
 
+/* A clip's floats of rnnt_joint's logits: its window's frames of logits, then
+ * each frame's block summaries (rnnt_joint.glsl's clip_floats). */
+static size_t joint_floats(const gpu_transducer *g) {
+  size_t rows = (size_t)(g->vocab + g->n_dur);
+  return g->wf * (rows + 4 * ((rows + 15) / 16));
+}
+
 /* The steps buffers for n clips, grown as needed. */
 static int fit_lanes(gpu_transducer_search *s, uint32_t n) {
   if (s->state && s->lanes >= n) return 0;
@@ -134,7 +141,7 @@ static int fit_lanes(gpu_transducer_search *s, uint32_t n) {
   TRY(gpu_buffer_new(d, hc, &s->h));
   TRY(gpu_buffer_new(d, hc, &s->c));
   TRY(gpu_buffer_new(d, (size_t)n * (size_t)g->joint * sizeof(float), &s->p));
-  TRY(gpu_buffer_new(d, (size_t)n * g->wf * (size_t)(g->vocab + g->n_dur) * sizeof(float), &s->logits));
+  TRY(gpu_buffer_new(d, (size_t)n * joint_floats(g) * sizeof(float), &s->logits));
   s->lanes = n;
   return 0;
 }
@@ -216,10 +223,10 @@ static void persistent_fit(gpu_transducer *g, const gpu_info *info) {
 }
 
 /* rnnt_joint's window: up to 8 frames, as many as its shared memory holds
- * (the frames' z, WF·joint floats; their partial sums, 1 KiB a frame; 3 KiB
+ * (the frames' z, WF·joint floats; their partial sums, 1 KiB a frame; 4 KiB
  * of reductions); 0 where not even one frame fits. */
 static uint32_t joint_window(uint32_t joint, size_t shared) {
-  size_t fixed = 3 * 256 * 4 + 64, per = 4 * (size_t)joint + 1024;
+  size_t fixed = 4 * 256 * 4 + 64, per = 4 * (size_t)joint + 1024;
   if (shared < fixed + per) return 0;
   size_t w = (shared - fixed) / per;
   return w > 8 ? 8 : (uint32_t)w;

@@ -7,11 +7,16 @@
 // bytes), logits, dur and outv (rnnt_joint.comp's header), the push
 // constants pc.stride, joint, rows, act, vocab, n_dur, max_symbols and
 // pc.at, and the spec constants WF, ZS, JR and JL: a block's rows, and
-// invocations a row (JR·JL ≤ 256; each invocation takes every JL-th group
+// invocations a row (JR a power of two ≥ 16, JL ≥ 8, JR·JL ≤ 256; each invocation takes every JL-th group
 // of 4 columns, one 16-byte load where the rows are whole vec4s, so that
 // its chain of loads is short: the search waits on latencies); a workgroup
 // of 256 invocations, me = JL·y + lane (those past the JR rows only stage
 // and wait).
+//
+// A clip's logits: WF frames of `rows`, then per frame NB = ⌈rows / 16⌉
+// slots of 4 floats, a block's summary of its vocabulary rows (part of
+// the softmax: the largest logit m, its row, Σ e^(x − m) and Σ e^(x − m)·(x
+// − m)) that the picks combine instead of passing over every logit.
 //
 // The state's header words: [0] the clips still searching; [1] .. [3]
 // rnnt_grid's barrier (arrivals, exits, abort); [4 + r] and [6 + r] the
@@ -21,39 +26,32 @@
 const uint WORDS = 16; // a clip's state words (and the header's)
 
 shared float z[ZS], part[WF][JR][JL];
-shared float sv[256];
-shared uint si[256];
-shared float red[256];
 shared bool last, again;
 
-// The first maximum of logits[at0 .. at0 + n) over this invocation's share, then over the workgroup.
-void first_max(uint me, uint at0, uint n) {
-  float best = 0.0;
-  uint at = 0xffffffffu;
-  for (uint i = me; i < n; i += 256) {
-    float x = logits[at0 + i];
-    if (at == 0xffffffffu || x > best) best = x, at = i;
-  }
-  sv[me] = best;
-  si[me] = at;
-  barrier();
-  for (uint w = 128; w > 0; w >>= 1) {
-    if (me < w) {
-      float o = sv[me + w];
-      uint oi = si[me + w];
-      if (oi != 0xffffffffu && (si[me] == 0xffffffffu || o > sv[me] || (o == sv[me] && oi < si[me])))
-        sv[me] = o, si[me] = oi;
-    }
-    barrier();
-  }
+// A clip's floats in logits (WF frames of rows and their block summaries).
+uint clip_floats() { return WF * (pc.rows + 4 * ((pc.rows + 15) / 16)); }
+
+// a and b, summaries (m, row, S, T) of two sets of logits (row < 0: none),
+// made one: the first of the largest, S and T taken to the larger m.
+vec4 combine(vec4 a, vec4 b) {
+  if (b.y < 0.0) return a;
+  if (a.y < 0.0) return b;
+  float m = max(a.x, b.x), ea = exp(a.x - m), eb = exp(b.x - m);
+  float row = b.x > a.x || (b.x == a.x && b.y < a.y) ? b.y : a.y;
+  return vec4(m, row, a.z * ea + b.z * eb, ea * (a.w + (a.x - m) * a.z) + eb * (b.w + (b.x - m) * b.z));
 }
 
-// Σ over the workgroup of each invocation's v (the result in red[0]).
-void total(uint me, float v) {
-  red[me] = v;
+shared vec4 sum4[256];
+
+// The summary of the n block summaries at logits[at .. at + 4n), over the workgroup (in sum4[0]).
+void combine_blocks(uint me, uint at, uint n) {
+  vec4 a = vec4(0.0, -1.0, 0.0, 0.0);
+  for (uint b = me; b < n; b += 256)
+    a = combine(a, vec4(logits[at + 4 * b], logits[at + 4 * b + 1], logits[at + 4 * b + 2], logits[at + 4 * b + 3]));
+  sum4[me] = a;
   barrier();
   for (uint w = 128; w > 0; w >>= 1) {
-    if (me < w) red[me] += red[me + w];
+    if (me < w) sum4[me] = combine(sum4[me], sum4[me + w]);
     barrier();
   }
 }
@@ -64,26 +62,17 @@ void total(uint me, float v) {
 void pick_steps(uint me, uint sb, uint lb, uint f0, uint nw, uint par) {
   uint V = pc.vocab, blank = V - 1;
   if (me == 0) state[sb + 13] += 1u;
+  uint nb = (pc.rows + 15) / 16, nbx = (pc.rows + JR - 1) / JR;
   for (;;) {
-    uint at0 = lb + (state[sb + 1] - f0) * pc.rows; // this decision's frame's logits
-    first_max(me, at0, V);
-    uint tok = si[0];
-    float mx = sv[0];
+    uint w = state[sb + 1] - f0, at0 = lb + w * pc.rows; // this decision's frame's logits
+    // The token (first maximum of the vocabulary's logits) and its
+    // confidence 1 − H(softmax)/ln(vocab), H = ln S − T/S, from the blocks'
+    // summaries.
+    combine_blocks(me, lb + WF * pc.rows + 4 * nb * w, nbx);
+    vec4 all = sum4[0];
+    uint tok = uint(all.y);
     float conf = 0.0;
-    if (tok != blank) {
-      float s = 0.0;
-      for (uint i = me; i < V; i += 256) s += exp(logits[at0 + i] - mx);
-      total(me, s);
-      float sum = red[0];
-      barrier();
-      float e = 0.0;
-      for (uint i = me; i < V; i += 256) {
-        float q = exp(logits[at0 + i] - mx) / sum;
-        e -= q * log(q + 1e-10);
-      }
-      total(me, e);
-      conf = 1.0 - red[0] / log(float(V));
-    }
+    if (tok != blank) conf = 1.0 - (log(all.z) - all.w / all.z) / log(float(V));
     if (me == 0) {
       int d = 1;
       if (pc.n_dur > 0) {
@@ -142,15 +131,17 @@ void pick_steps(uint me, uint sb, uint lb, uint f0, uint nw, uint par) {
 // Row block bx (of nbx) of clip cl's joint, then, in the clip's last
 // workgroup to finish, its picks.
 void joint_block(uint me, uint bx, uint nbx, uint cl, uint par) {
-  uint sb = WORDS * (cl + 1), lb = cl * WF * pc.rows;
+  uint sb = WORDS * (cl + 1), lb = cl * clip_floats();
   if (state[sb] != 0) return;
   uint lane = me % JL, y = me / JL;
   uint f0 = state[sb + 1], t = state[sb + 10], nw = min(WF, t - f0);
   uint e = (state[sb + 11] + f0) * pc.stride, pb = cl * pc.joint;
-  for (uint c = me; c < WF * pc.joint; c += 256) { // frames past the clip's end: zeros, unused
-    uint w = c / pc.joint, cc = c - w * pc.joint;
-    float v = w < nw ? enc[e + w * pc.stride + cc] + pv[pb + cc] : 0.0;
-    z[c] = w >= nw ? 0.0 : pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
+  for (uint c = me; c < pc.joint; c += 256) { // frames past the clip's end: zeros, unused
+    float p = pv[pb + c];
+    for (uint w = 0; w < WF; w++) {
+      float v = w < nw ? enc[e + w * pc.stride + c] + p : 0.0;
+      z[w * pc.joint + c] = w >= nw ? 0.0 : pc.act == 0 ? max(v, 0.0) : pc.act == 1 ? 1.0 / (1.0 + exp(-v)) : tanh(v);
+    }
   }
   barrier();
   uint r = bx * JR + y, J = pc.joint;
@@ -174,10 +165,32 @@ void joint_block(uint me, uint bx, uint nbx, uint cl, uint par) {
   if (y < JR)
     for (uint w = 0; w < WF; w++) part[w][y][lane] = s[w];
   barrier();
+  float x = 0.0;
   if (lane < nw && mine) { // invocation (row y, lane w): frame w's logit of the row
     float sum = 0.0;
     for (uint i = 0; i < JL; i++) sum += part[lane][y][i];
-    logits[lb + lane * pc.rows + r] = wts[pc.at + pc.rows * J + r] + sum;
+    x = wts[pc.at + pc.rows * J + r] + sum;
+    logits[lb + lane * pc.rows + r] = x;
+  }
+  // The block's summary of each frame's vocabulary rows (a tree over its
+  // rows in part, which the sums no longer need): (x, row, 1, 0) a row.
+  barrier();
+  bool row = lane < nw && mine && r < pc.vocab;
+  if (lane < WF && y < JR) part[lane][y][0] = row ? x : 0.0, part[lane][y][1] = row ? float(r) : -1.0;
+  if (lane < WF && y < JR) part[lane][y][2] = 1.0, part[lane][y][3] = 0.0;
+  barrier();
+  for (uint k = JR / 2; k > 0; k >>= 1) {
+    if (lane < nw && y < k) {
+      vec4 a = vec4(part[lane][y][0], part[lane][y][1], part[lane][y][2], part[lane][y][3]);
+      vec4 b = vec4(part[lane][y + k][0], part[lane][y + k][1], part[lane][y + k][2], part[lane][y + k][3]);
+      a = combine(a, b);
+      part[lane][y][0] = a.x, part[lane][y][1] = a.y, part[lane][y][2] = a.z, part[lane][y][3] = a.w;
+    }
+    barrier();
+  }
+  if (lane < nw && y == 0) {
+    uint at = lb + WF * pc.rows + 4 * (((pc.rows + 15) / 16) * lane + bx);
+    for (uint i = 0; i < 4; i++) logits[at + i] = part[lane][0][i];
   }
   // Hand-off: this workgroup's logits visible, then count it in.
   memoryBarrierBuffer();
