@@ -165,10 +165,9 @@ static void run(gpu_device *d, const shape *s, int reps) {
     printf("  %s %8.1f µs %5.2fx (max |diff| %.1e of %.2f)", paths[i].name, us, base / us, diff, big);
     /* The mm path's other scores tiles, then its other values tiles, each
      * against the portable output. */
-    uint32_t ns, nv;
-    gpu_attention_mm_tile_counts(&ns, &nv);
-    for (uint32_t tile = 1; paths[i].path == GPU_ATTN_MM && tile < ns + nv - 1; tile++) {
-      uint32_t sc = tile < ns ? tile : 0, va = tile < ns ? 0 : tile - ns + 1;
+    for (uint32_t tile = 1; paths[i].path == GPU_ATTN_MM && tile < gpu_attention_mm_tile_pairs(); tile++) {
+      uint32_t sc, va;
+      gpu_attention_mm_tile_pair(tile, &sc, &va);
       gpu_attention_mm_tile(sc, va);
       double ut = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
       if (gpu_download(o, 0, got, on * sizeof(float))) exit(1);

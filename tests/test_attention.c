@@ -369,10 +369,9 @@ int main(void) {
           "scratch on the %s path", paths[path]);
     /* The tensor-core path in each scores tile, then each values tile (0, 0
      * last: the defaults). */
-    uint32_t ns = 1, nv = 1;
-    if (path == 3) gpu_attention_mm_tile_counts(&ns, &nv);
-    for (uint32_t tile = ns + nv - 1; tile-- > 0;) {
-      uint32_t sc = tile < ns ? tile : 0, va = tile < ns ? 0 : tile - ns + 1;
+    for (uint32_t tile = path == 3 ? gpu_attention_mm_tile_pairs() : 1; tile-- > 0;) {
+      uint32_t sc, va;
+      gpu_attention_mm_tile_pair(tile, &sc, &va);
       gpu_attention_mm_tile(sc, va);
       if (path == 3) printf("  scores tile %u, values tile %u\n", sc, va);
       attentions();

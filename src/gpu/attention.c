@@ -296,10 +296,13 @@ static const struct {
 } mm_values[] = {{4, 1}, {4, 2}, {2, 2}, {2, 1}};
 enum { MM_SCORES = sizeof mm_tiles / sizeof mm_tiles[0], MM_VALUES = sizeof mm_values / sizeof mm_values[0] };
 static uint32_t mm_tile = 0, mm_value = 0;
-void gpu_attention_mm_tile_counts(uint32_t *scores, uint32_t *values) {
-  *scores = MM_SCORES;
-  *values = MM_VALUES;
+uint32_t gpu_attention_mm_tile_pairs(void) { return MM_SCORES + MM_VALUES - 1; }
+
+void gpu_attention_mm_tile_pair(uint32_t i, uint32_t *scores, uint32_t *values) {
+  *scores = i < MM_SCORES ? i : 0;
+  *values = i < MM_SCORES ? 0 : i - MM_SCORES + 1;
 }
+
 void gpu_attention_mm_tile(uint32_t scores, uint32_t values) {
   mm_tile = scores < MM_SCORES ? scores : 0;
   mm_value = values < MM_VALUES ? values : 0;

@@ -91,6 +91,10 @@ void gpu_attention_mm_precision(uint32_t level);
  * attention_scores_tc's and attention_values_tc's, each from 0 (the default)
  * to its count − 1, for benchmarks and tests. */
 void gpu_attention_mm_tile(uint32_t scores, uint32_t values);
-void gpu_attention_mm_tile_counts(uint32_t *scores, uint32_t *values);
+/* The pairs of tiles a benchmark or test walks: pair 0 the defaults, then
+ * each other scores tile with the default values tile, then each other
+ * values tile with the default scores tile; pair i's into *scores, *values. */
+uint32_t gpu_attention_mm_tile_pairs(void);
+void gpu_attention_mm_tile_pair(uint32_t i, uint32_t *scores, uint32_t *values);
 
 #endif
