@@ -74,17 +74,41 @@ enum {
   HIST_BINS = 400,   /* 0.25 dB bins over −100..0 dBFS, for the floor */
 };
 
-/* One RBJ-cookbook Butterworth biquad (Q = 1/√2), run in place. */
-static void biquad(float *x, size_t n, double hz, bool high) {
+/* One RBJ-cookbook Butterworth biquad (Q = 1/√2) and its state. */
+typedef struct {
+  double b0, b1, a1, a2, x1, x2, y1, y2;
+} biquad;
+
+static biquad biquad_new(double hz, bool high) {
   double w = 2 * M_PI * hz / SPLIT_RATE, c = cos(w), alpha = sin(w) / (2 * M_SQRT1_2);
   double b1 = high ? -(1 + c) : 1 - c, b0 = (high ? 1 + c : 1 - c) / 2, a0 = 1 + alpha;
-  double nb0 = b0 / a0, nb1 = b1 / a0, a1 = -2 * c / a0, a2 = (1 - alpha) / a0;
-  double x1 = 0, x2 = 0, y1 = 0, y2 = 0;
-  for (size_t i = 0; i < n; i++) {
-    double y = nb0 * x[i] + nb1 * x1 + nb0 * x2 - a1 * y1 - a2 * y2;
-    x2 = x1, x1 = x[i], y2 = y1, y1 = y;
-    x[i] = (float)y;
+  return (biquad){.b0 = b0 / a0, .b1 = b1 / a0, .a1 = -2 * c / a0, .a2 = (1 - alpha) / a0};
+}
+
+/* The next output for input x (in double, rounded to float as it leaves). */
+static inline float biquad_step(biquad *q, float x) {
+  double y = q->b0 * x + q->b1 * q->x1 + q->b0 * q->x2 - q->a1 * q->y1 - q->a2 * q->y2;
+  q->x2 = q->x1, q->x1 = x, q->y2 = q->y1, q->y1 = y;
+  return (float)y;
+}
+
+/* band = pcm through the speech band's two biquads (150 Hz high-pass, then
+ * 1 kHz low-pass) and e[f] = frame f's mean energy there, in one pass: the
+ * two filters' chains of dependent operations overlap (each sample's output
+ * is what filtering in two passes gives, bit for bit). */
+static void speech_band(const float *pcm, size_t n, float *band, double *e) {
+  biquad hp = biquad_new(150, true), lp = biquad_new(1000, false);
+  size_t nf = n / SPLIT_FRAME, i = 0;
+  for (size_t f = 0; f < nf; f++) {
+    double sum = 0;
+    for (int k = 0; k < SPLIT_FRAME; k++, i++) {
+      float y = biquad_step(&lp, biquad_step(&hp, pcm[i]));
+      band[i] = y;
+      sum += (double)y * y;
+    }
+    e[f] = sum / SPLIT_FRAME;
   }
+  for (; i < n; i++) band[i] = biquad_step(&lp, biquad_step(&hp, pcm[i]));
 }
 
 /* The 10th percentile of frame energies, to 0.25 dB, from a histogram of
@@ -143,10 +167,7 @@ double split_periodicity(const float *x) {
 bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
   size_t nf = n / SPLIT_FRAME;
   if (nf == 0) return true;
-  memcpy(band, pcm, n * sizeof *band);
-  biquad(band, n, 150, true);
-  biquad(band, n, 1000, false);
-  for (size_t f = 0; f < nf; f++) e[f] = frame_energy(band + f * SPLIT_FRAME) / SPLIT_FRAME;
+  speech_band(pcm, n, band, e);
   size_t w = nf < WINDOW ? nf : WINDOW;
   double sum = 0, loudest = 0;
   for (size_t f = 0; f < nf; f++) {
