@@ -1,12 +1,13 @@
 #version 450
 // rnnt_grid: up to `budget` rounds of the steps search (nn/transducer_gpu.c)
 // in one dispatch: the work of rnnt_joint, rnnt_lstm (each layer) and
-// rnnt_pred, spread over the dispatch's workgroups as those kernels spread
-// it over theirs (the same blocks, sums in the same order: the same bits),
-// with a barrier over the whole grid between them where a dispatch boundary
-// stood. A round where no clip took a token skips the LSTM and the
-// projection. The search is bound by dispatch latency (docs/perf.md): a
-// round here costs barriers of a few µs instead of ~4 dispatches.
+// rnnt_pred, their code's blocks spread over the dispatch's workgroups
+// (the LSTM's blocks shaped so that each workgroup takes about one), with a
+// barrier over the whole grid between them where a dispatch boundary stood.
+// A round where no clip took a token skips the LSTM and the projection. A
+// round pays barriers instead of ~4 dispatches' floors (~4.6 µs each on the
+// H200), but a workgroup's blocks run one after another: on the H200 it is
+// level with the steps kernels (docs/perf.md, ninth session).
 //
 // Vulkan does not promise that a dispatch's workgroups run at once, and a
 // workgroup that waits on one that cannot start would wait forever. So the

@@ -32,7 +32,8 @@
 // p      f32 (binding 2): the predictor's projection [clips][joint]
 // wts    f32 (binding 3): the packed weights (rnnt_search.comp): the output
 //        layer w [rows][joint] at `at`, then b [rows]
-// logits f32 (binding 4): [clips][WF][rows] (vocabulary with blank, then TDT durations)
+// logits f32 (binding 4): per clip WF frames of rows (vocabulary with blank, then TDT
+//        durations), then the frames' block summaries (rnnt_joint.glsl)
 // dur    int (binding 5): the durations in frames (TDT)
 // out    uint (binding 6): per token id, frame, frames, confidence (f32 bits),
 //        clip c's from base
