@@ -50,8 +50,9 @@ enum { CHUNK_FIRST = 32, CHUNK_LAST = 512 };
 /* Steps per part, and parts per chunk, where the recorder splits. */
 enum { PART_STEPS = 16, PARTS_MAX = 64 };
 /* rnnt_grid: workgroups (at most one per SM of an H200), rounds per
- * dispatch, and a barrier's spins before it gives up (an atomic read each:
- * well under a second on the H200; lavapipe cuts the loop at 65 535). */
+ * dispatch, and a barrier's spins before it gives up (a read of the
+ * arrivals' count from L2 each: well under a second on the H200; lavapipe
+ * cuts the loop at 65 535). */
 enum { GRID_GROUPS = 128, GRID_ROUNDS = 512, GRID_SPINS = 1 << 18 };
 /* The most tokens one call's searches may hold (16 bytes each). */
 #define MAX_TOKENS (1u << 26)
