@@ -79,7 +79,11 @@ bool grid_sync() {
       atomicExchange(state[3], 1u);
     }
     go = (n & ABORT) == 0u && n >= want;
-    for (uint i = 0; i < 4; i++) seen[i] = atomicAdd(state[4 + i], 0u);
+    // The round's counts, read after the arrivals (a fence between): plain
+    // reads, as the spin's (an atomic each, from every workgroup at every
+    // barrier, would queue at the one cache line the counts share).
+    memoryBarrierBuffer();
+    for (uint i = 0; i < 4; i++) seen[i] = sync[4 + i];
   }
   memoryBarrierBuffer();
   barrier();
