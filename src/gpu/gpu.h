@@ -17,7 +17,7 @@
 
 #include "steno.h"
 
-#define GPU_MAX_BINDINGS 9 /* rnnt_grid.comp binds 9 */
+#define GPU_MAX_BINDINGS 8
 #define GPU_MAX_PUSH 128
 #define GPU_MAX_SPEC 8
 

@@ -54,6 +54,8 @@ enum { PART_STEPS = 16, PARTS_MAX = 64 };
  * arrivals' count from L2 each: well under a second on the H200; lavapipe
  * cuts the loop at 65 535). */
 enum { GRID_GROUPS = 128, GRID_ROUNDS = 512, GRID_SPINS = 1 << 18 };
+/* The TDT durations rnnt_grid takes (in the state's header words 8 .. 15). */
+enum { ST_DURATIONS = 8, GRID_DURATIONS = 8 };
 /* The most tokens one call's searches may hold (16 bytes each). */
 #define MAX_TOKENS (1u << 26)
 
@@ -66,6 +68,7 @@ struct gpu_transducer {
   uint32_t pwg;                /* rnnt_search's workgroup size; 0: no fit */
   uint32_t wf;                 /* rnnt_joint's window of frames (its WF) */
   uint32_t groups;             /* rnnt_grid's workgroups (STENO_SEARCH_GROUPS, or GRID_GROUPS) */
+  int grid_dur[GRID_DURATIONS]; /* the TDT durations, for rnnt_grid's state header */
   gpu_buffer *wts, *dur;
 };
 
@@ -253,6 +256,7 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
   const char *e = getenv("STENO_SEARCH_GROUPS");
   long groups = e ? strtol(e, NULL, 10) : 0;
   g->groups = groups >= 1 && groups <= 65535 ? (uint32_t)groups : GRID_GROUPS;
+  for (int i = 0; i < g->n_dur && i < GRID_DURATIONS; i++) g->grid_dur[i] = m->durations[i];
   g->wf = joint_window((uint32_t)g->joint, gpu_device_info(dev)->max_shared_memory);
   if (!g->wf) {
     gpu_transducer_free(g);
@@ -460,6 +464,7 @@ static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t str
  * clips a workgroup where not even one frame would fit. 0: none fits. */
 static uint32_t grid_shape(const gpu_transducer *g, uint32_t n, uint32_t *cg) {
   size_t shared = gpu_device_info(g->dev)->max_shared_memory, H = (size_t)g->hidden;
+  if (g->n_dur > GRID_DURATIONS) return 0;
   uint32_t c = 4096 / H < 4 ? (uint32_t)(4096 / H) : 4;
   if (c > n) c = n;
   for (; c >= 1; c--) {
@@ -489,8 +494,8 @@ static void record_grid(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
   uint32_t push[14] = {stride, J, (uint32_t)(g->vocab + g->n_dur), (uint32_t)g->act,
                        (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->max_symbols, g->off_out,
                        H, (uint32_t)g->layers, n, g->off_pred, rounds, spins};
-  gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, g->dur, s->out, s->h, s->c};
-  gpu_dispatch(s->rec, k, b, 9, push, sizeof push, groups, 1, 1);
+  gpu_buffer *b[] = {s->state, enc, s->p, g->wts, s->logits, s->out, s->h, s->c};
+  gpu_dispatch(s->rec, k, b, 8, push, sizeof push, groups, 1, 1);
 }
 
 /* Room for every token a search over t frames can emit. The recorder keeps
@@ -594,6 +599,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     base += c[ST_ROOM];
     st[ST_SEARCHING] += !c[ST_DONE];
   }
+  for (int i = 0; groups && i < g->n_dur; i++) memcpy(&st[ST_DURATIONS + i], &g->grid_dur[i], 4);
   s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));

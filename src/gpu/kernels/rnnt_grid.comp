@@ -18,10 +18,12 @@
 // aborts it never uses this kernel. The dispatch has G workgroups, no more
 // than the device runs at once (the host's choice, checked by the probe).
 //
-// Buffers as rnnt_joint.comp (state, enc, p, wts, logits, dur, out: 0 .. 6)
-// and rnnt_lstm.comp (h, c: 7, 8); the header's words (rnnt_joint.glsl):
-// [1] arrivals at the grid's barriers, [2] workgroups done (the last one
-// zeroes both for the next dispatch), [3] aborted (left for the host).
+// Buffers as rnnt_joint.comp (state, enc, p, wts, logits, out: 0 .. 5, the
+// TDT durations in the state's header instead of a buffer of their own: the
+// runtime's 8 bindings) and rnnt_lstm.comp (h, c: 6, 7); the header's words
+// (rnnt_joint.glsl): [1] arrivals at the grid's barriers, [2] workgroups
+// done (the last one zeroes both for the next dispatch), [3] aborted (left
+// for the host), [8 ..] the durations (up to 8).
 // Spec constants: WF, ZS (rnnt_joint), CG (rnnt_lstm), HS (rnnt_pred), then
 // the LSTM's and the joint's block shapes.
 #extension GL_GOOGLE_include_directive : require
@@ -43,10 +45,10 @@ layout(std430, binding = 2) coherent buffer P { float pv[]; };
 layout(std430, binding = 3) readonly buffer Wts { float wts[]; };
 layout(std430, binding = 3) readonly buffer Wts4 { vec4 wts4[]; }; // the same, by 16 bytes
 layout(std430, binding = 4) coherent buffer Logits { float logits[]; };
-layout(std430, binding = 5) readonly buffer Dur { int dur[]; };
-layout(std430, binding = 6) writeonly buffer Out { uint outv[]; };
-layout(std430, binding = 7) coherent buffer H { float h[]; };
-layout(std430, binding = 8) coherent buffer C { float c[]; };
+layout(std430, binding = 0) readonly buffer Dur { uint header[8]; int dur[]; }; // the state's words 8 ..
+layout(std430, binding = 5) writeonly buffer Out { uint outv[]; };
+layout(std430, binding = 6) coherent buffer H { float h[]; };
+layout(std430, binding = 7) coherent buffer C { float c[]; };
 
 layout(push_constant) uniform Push {
   uint stride, joint, rows, act; // rnnt_joint's

@@ -21,7 +21,8 @@
 // The state's header words: [0] the clips still searching; [1] .. [3]
 // rnnt_grid's barrier (arrivals, exits, abort); [4 + r] and [6 + r] the
 // tokens emitted and the clips ended in rounds of parity r, counted up from
-// the search's start (rnnt_grid tells a round's from the next one's by them).
+// the search's start (rnnt_grid tells a round's from the next one's by them);
+// [8 ..] rnnt_grid's TDT durations.
 
 const uint WORDS = 16; // a clip's state words (and the header's)
 
