@@ -54,6 +54,9 @@ enum { PART_STEPS = 16, PARTS_MAX = 64 };
  * arrivals' count from L2 each: well under a second on the H200; lavapipe
  * cuts the loop at 65 535). */
 enum { GRID_GROUPS = 128, GRID_ROUNDS = 512, GRID_SPINS = 1 << 18 };
+/* The rnnt_search workgroup size whose loops probe says whether rnnt_grid's
+ * long loops run to the end (the probe's results are kept under it). */
+enum { GRID_LOOPS_WG = 64 };
 /* The TDT durations rnnt_grid takes (in the state's header words 8 .. 15). */
 enum { ST_DURATIONS = 8, GRID_DURATIONS = 8 };
 /* The most tokens one call's searches may hold (16 bytes each). */
@@ -108,7 +111,7 @@ static bool probed(gpu_device *dev, uint32_t wg, uint32_t groups);
 
 bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && probed(g->dev, g->pwg, 0); }
 
-bool gpu_transducer_grid(const gpu_transducer *g) { return g && probed(g->dev, 64, g->groups); }
+bool gpu_transducer_grid(const gpu_transducer *g) { return g && probed(g->dev, GRID_LOOPS_WG, g->groups); }
 
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
@@ -381,7 +384,7 @@ static void probe_key(gpu_device *dev, uint32_t wg, uint32_t groups, char *key, 
 /* A grid search that gave up: never again on this device in this process. */
 static void grid_failed(gpu_device *dev, uint32_t groups) {
   char key[sizeof probes[0].key];
-  probe_key(dev, 64, groups, key, sizeof key);
+  probe_key(dev, GRID_LOOPS_WG, groups, key, sizeof key);
   pthread_mutex_lock(&probes_lock);
   for (int i = 0; i < nprobes; i++)
     if (!strcmp(probes[i].key, key)) probes[i].ok = false;
@@ -412,6 +415,14 @@ int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **ou
   return new_decoder(dev, m, out);
 }
 
+/* rnnt_lstm's clips a workgroup for n clips: up to 4, as many as 4096
+ * floats of their x (and of h) allow; at least 1. */
+static uint32_t lstm_clips(const gpu_transducer *g, uint32_t n) {
+  uint32_t c = 4096 / (uint32_t)g->hidden < 4 ? 4096 / (uint32_t)g->hidden : 4;
+  c = c < n ? c : n;
+  return c < 1 ? 1 : c;
+}
+
 /* The LSTM on each clip's token (ST_TOK) and the predictor projection, for
  * n clips (both do nothing for a clip unless its ST_EMIT). */
 static void record_predict(gpu_transducer_search *s, uint32_t n) {
@@ -422,10 +433,7 @@ static void record_predict(gpu_transducer_search *s, uint32_t n) {
    * no more than the clips still searching: a group's finished clips cost
    * its workgroups their share of the work (a batch's longest clip often
    * runs on alone). */
-  uint32_t cg = 4096 / H < 4 ? 4096 / H : 4;
-  if (cg > n) cg = n;
-  if (cg > s->active) cg = s->active;
-  if (cg < 1) cg = 1;
+  uint32_t cg = lstm_clips(g, n < s->active ? n : s->active);
   block_shape b1 = n > 1 ? LSTM_MANY : LSTM_ONE;
   uint32_t spec[4] = {cg, cg * H, b1.u, b1.ln};
   gpu_kernel *lstm = gpu_rec_kernel(s->rec, "rnnt_lstm", spec, 4);
@@ -465,9 +473,7 @@ static void record_steps(gpu_transducer_search *s, gpu_buffer *enc, uint32_t str
 static uint32_t grid_shape(const gpu_transducer *g, uint32_t n, uint32_t *cg) {
   size_t shared = gpu_device_info(g->dev)->max_shared_memory, H = (size_t)g->hidden;
   if (g->n_dur > GRID_DURATIONS) return 0;
-  uint32_t c = 4096 / H < 4 ? (uint32_t)(4096 / H) : 4;
-  if (c > n) c = n;
-  for (; c >= 1; c--) {
+  for (uint32_t c = lstm_clips(g, n); c >= 1; c--) {
     size_t lstm = 2 * c * H * 4 + 2 * c * 16 * 16 * 4 + c * 16 * 4 + 16;
     size_t pred = H * 4 + 32 * 8 * 4, extra = lstm + pred + 64;
     uint32_t wf = shared > extra ? joint_window((uint32_t)g->joint, shared - extra) : 0;
@@ -599,7 +605,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     base += c[ST_ROOM];
     st[ST_SEARCHING] += !c[ST_DONE];
   }
-  for (int i = 0; groups && i < g->n_dur; i++) memcpy(&st[ST_DURATIONS + i], &g->grid_dur[i], 4);
+  for (int i = 0; groups && i < g->n_dur; i++) st[ST_DURATIONS + i] = (uint32_t)g->grid_dur[i];
   s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
   float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));

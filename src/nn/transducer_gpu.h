@@ -41,10 +41,11 @@ typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT, GPU_SEA
  * persistent kernel (a workgroup per clip) stays near 52–56 ms. */
 #define GPU_SEARCH_AUTO_BATCH 40
 /* H200, random 0.6B TDT, 11 s clip, search stage, grid (128 workgroups)
- * against steps, same call (docs/perf.md): the plain file (1 029 rounds, a
- * token each) 43.5 against 42.4 ms, the speech-rate file 2.5 against 2.8,
- * batches of 4 and 8 clips 64.6 / 106.6 against 69.3 / 111.3: level or a
- * few per cent, so steps stay the default. */
+ * against steps, same call (docs/perf.md, cb47eda): the plain file (1 029
+ * rounds, a token each) 41.0 against 39.3 ms, the speech-rate file 2.24
+ * against 2.58, the 10-minute file 919 against 894, batches of 4 and 8
+ * clips 61.7 / 107.9 against 67.4 / 108.1: a few per cent either way, so
+ * steps stay the default. */
 #define GPU_SEARCH_AUTO_GRID 0
 
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a

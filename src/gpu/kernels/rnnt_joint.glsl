@@ -29,8 +29,12 @@ const uint WORDS = 16; // a clip's state words (and the header's)
 shared float z[ZS], part[WF][JR][JL];
 shared bool last, again;
 
-// A clip's floats in logits (WF frames of rows and their block summaries).
-uint clip_floats() { return WF * (pc.rows + 4 * ((pc.rows + 15) / 16)); }
+// Summary slots a frame (for blocks of 16 rows or more), a clip's floats in
+// logits (WF frames of rows, then their summaries), and where frame w's
+// summaries start for the clip whose logits are at lb.
+uint slots() { return (pc.rows + 15) / 16; }
+uint clip_floats() { return WF * (pc.rows + 4 * slots()); }
+uint summaries(uint lb, uint w) { return lb + WF * pc.rows + 4 * slots() * w; }
 
 // a and b, summaries (m, row, S, T) of two sets of logits (row < 0: none),
 // made one: the first of the largest, S and T taken to the larger m.
@@ -63,13 +67,13 @@ void combine_blocks(uint me, uint at, uint n) {
 void pick_steps(uint me, uint sb, uint lb, uint f0, uint nw, uint par) {
   uint V = pc.vocab, blank = V - 1;
   if (me == 0) state[sb + 13] += 1u;
-  uint nb = (pc.rows + 15) / 16, nbx = (pc.rows + JR - 1) / JR;
+  uint nbx = (pc.rows + JR - 1) / JR;
   for (;;) {
     uint w = state[sb + 1] - f0, at0 = lb + w * pc.rows; // this decision's frame's logits
     // The token (first maximum of the vocabulary's logits) and its
     // confidence 1 − H(softmax)/ln(vocab), H = ln S − T/S, from the blocks'
     // summaries.
-    combine_blocks(me, lb + WF * pc.rows + 4 * nb * w, nbx);
+    combine_blocks(me, summaries(lb, w), nbx);
     vec4 all = sum4[0];
     uint tok = uint(all.y);
     float conf = 0.0;
@@ -190,7 +194,7 @@ void joint_block(uint me, uint bx, uint nbx, uint cl, uint par) {
     barrier();
   }
   if (lane < nw && y == 0) {
-    uint at = lb + WF * pc.rows + 4 * (((pc.rows + 15) / 16) * lane + bx);
+    uint at = summaries(lb, lane) + 4 * bx;
     for (uint i = 0; i < 4; i++) logits[at + i] = part[lane][0][i];
   }
   // Hand-off: this workgroup's logits visible, then count it in.
