@@ -242,15 +242,34 @@ static void flash(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_dispatch(rec, k, fb, 7, &fp, sizeof fp, (a->t + 63) / 64, a->heads, 1);
 }
 
+/* The portable kernels' steps through shared memory (attention_scores'
+ * head_dim, attention_values' keys): each step is a chain of loads and a
+ * barrier, so where the grid is small (one clip: Parakeet's 11 s is 72
+ * workgroups) the longest steps whose shared arrays the device holds
+ * (scores 1 292 bytes a step of head_dim, values 520 a key: 32 and 64 in
+ * 48 KiB, 16 and 32 in lavapipe's 32); a batch keeps the short ones (more
+ * workgroups resident). */
+static void steps(const gpu_rec *rec, const gpu_attn *a, uint32_t *scores, uint32_t *values) {
+  uint32_t room = gpu_device_info(gpu_rec_device(rec))->max_shared_memory;
+  bool one = a->batch <= 1;
+  *scores = 8;
+  for (uint32_t k = 32; one && k > 8 && *scores == 8; k /= 2)
+    if (a->head_dim % k == 0 && 1292 * k <= room) *scores = k;
+  *values = 16;
+  for (uint32_t k = 64; one && k > 16 && *values == 16; k /= 2)
+    if (a->t >= k && 520 * k <= room) *values = k;
+}
+
 /* The three dispatches through the scores buffer: scores, softmax over the
  * kept keys, values. */
 static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   uint32_t t = a->t, hd = a->head_dim;
   bool batched = a->batch > 1;
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
-  /* Batched: one more spec constant and the lengths at the next binding. */
-  uint32_t spec[2] = {relative, 1}, z = batched ? a->batch * a->heads : a->heads;
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, batched ? 2 : 1);
+  /* spec: relative, batched (the lengths at the next binding), the steps. */
+  uint32_t spec[4] = {relative, batched}, z = batched ? a->batch * a->heads : a->heads;
+  steps(rec, a, &spec[2], &spec[3]);
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, 3);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -265,7 +284,8 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  k = gpu_rec_kernel(rec, "attention_values", &spec[1], batched ? 1 : 0);
+  uint32_t vspec[2] = {batched, spec[3]};
+  k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};

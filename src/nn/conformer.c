@@ -285,11 +285,24 @@ static int rope_table(const conformer_dims *dims, uint32_t t, conformer_scratch 
   return st;
 }
 
+int conformer_positions_kept(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
+  if (dims->rotary) return conformer_positions(dims, t, s);
+  if (!t || t > s->t) return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames in room for %u", t, s->t);
+  if (!s->kept) TRY(conformer_positions(dims, s->t, s));
+  s->row0 = s->t - t;
+  return 0;
+}
+
 int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
                                 const conformer_block *blocks, uint32_t layers,
                                 conformer_scratch *s, uint32_t t) {
   if (dims->rotary || !layers) return 0;
-  if (t > s->t) return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames in room for %u", t, s->t);
+  if (!t || t > s->t || s->row0 != s->t - t)
+    return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames without their table", t);
+  if (s->kept >= layers) {
+    s->projected = layers;
+    return 0;
+  }
   if (s->npl < layers) {
     gpu_buffer **pl = realloc(s->pl, layers * sizeof *pl);
     if (!pl) return STENO_ERR_NOMEM;
@@ -299,14 +312,16 @@ int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
   }
   gpu_rec_together(rec, true);
   for (uint32_t i = 0; i < layers; i++)
-    gpu_gemm_whole(rec, s->pe, s->stride, &blocks[i].pos, s->pl[i], 2 * t - 1, GPU_EPI_BIAS, 0);
+    gpu_gemm_whole(rec, s->pe, s->stride, &blocks[i].pos, s->pl[i], 2 * s->t - 1, GPU_EPI_BIAS, 0);
   gpu_rec_together(rec, false);
   s->projected = layers;
   return 0;
 }
 
+void conformer_keep_positions(conformer_scratch *s) { s->kept = s->projected; }
+
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
-  s->projected = 0;
+  s->projected = s->kept = s->row0 = 0;
   if (dims->rotary) return rope_table(dims, t, s);
   size_t rows = 2 * (size_t)t - 1, S = s->stride, d = dims->d;
   float *pe = mem_alloc(rows * S, sizeof *pe);
@@ -335,8 +350,9 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
   uint32_t S = s->stride, d = dims->d, hd = d / dims->heads, n = clips(s), rows = n * t;
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, rows, GPU_EPI_BIAS, 0);
   gpu_buffer *pos = s->p;
+  uint32_t row0 = 0;
   if (b->index < s->projected) /* projected ≤ npl */
-    pos = s->pl[b->index];
+    pos = s->pl[b->index], row0 = s->row0;
   else
     gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
   uint32_t W = gpu_linear_width(&b->qkv);
@@ -345,7 +361,7 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
       .k = {s->wide, d, W},
       .v = {s->wide, 2 * d, W},
       .qv = {s->wide, b->qkv.n, W},
-      .pos = {pos, 0, S},
+      .pos = {pos, row0 * S, S},
       .o = {s->o, 0, S},
       .scores = s->scores,
       .t = t,

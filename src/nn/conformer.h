@@ -66,10 +66,12 @@ typedef struct {
   uint32_t batch, clips;
   gpu_buffer *lens;
   /* conformer_project_positions: block i's projection of pe in pl[i] (each
-   * [2t − 1][stride]) for blocks below `projected`; 0 after
-   * conformer_positions, until the next projection. */
+   * [2t − 1][stride], for the scratch's whole t) for blocks below
+   * `projected`; 0 after conformer_positions, until the next projection.
+   * `kept` of them made by a run that finished (conformer_keep_positions);
+   * the pass's table starts at row `row0` of pl[i]. */
   gpu_buffer **pl;
-  uint32_t npl, projected;
+  uint32_t npl, projected, kept, row0;
 } conformer_scratch;
 
 int conformer_scratch_new(gpu_device *dev, const conformer_dims *dims, uint32_t t,
@@ -90,14 +92,25 @@ void conformer_scratch_free(conformer_scratch *s);
  * GigaAM computes it. */
 int conformer_positions(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
 
-/* Records every block's linear_pos of the positions conformer_positions
- * uploaded (relative attention; nothing for rotary), side by side
- * (gpu_rec_together) instead of one in each block: each block's attention
- * then takes its own. Blocks are blocks[0 .. layers − 1], their index their
- * place. */
+/* Relative positions through every block's linear_pos, made once for the
+ * scratch's whole t and kept: they depend on the frames alone, and a pass of
+ * t ≤ s->t frames reads position t − 1 − r at row s->t − t + r of the same
+ * table and projections (the 0.6B Parakeet's 24 projections and the table
+ * were ~1 ms of each 11 s call on the H200). In a call:
+ *   conformer_positions_kept  before gpu_rec_begin: uploads the table for
+ *                             s->t where the projections are not kept
+ *                             (rotary: conformer_positions for t);
+ *   conformer_project_positions  after it: records the projections side by
+ *                             side (gpu_rec_together) where not kept, and
+ *                             each block's attention takes its own;
+ *   conformer_keep_positions  after the run finished: keeps them (a failed
+ *                             run leaves them to be made again).
+ * Blocks are blocks[0 .. layers − 1], their index their place. */
+int conformer_positions_kept(const conformer_dims *dims, uint32_t t, conformer_scratch *s);
 int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
                                 const conformer_block *blocks, uint32_t layers,
                                 conformer_scratch *s, uint32_t t);
+void conformer_keep_positions(conformer_scratch *s);
 
 /* Records one block over t frames of s->x (in place); after
  * conformer_set_lens with several clips, over each clip's t rows as

@@ -41,12 +41,14 @@ typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT, GPU_SEA
  * persistent kernel (a workgroup per clip) stays near 52–56 ms. */
 #define GPU_SEARCH_AUTO_BATCH 40
 /* H200, random 0.6B TDT, 11 s clip, search stage, grid (128 workgroups)
- * against steps, same call (docs/perf.md, cb47eda): the plain file (1 029
- * rounds, a token each) 41.0 against 39.3 ms, the speech-rate file 2.24
- * against 2.58, the 10-minute file 919 against 894, batches of 4 and 8
- * clips 61.7 / 107.9 against 67.4 / 108.1: a few per cent either way, so
- * steps stay the default. */
-#define GPU_SEARCH_AUTO_GRID 0
+ * against steps, same call (docs/perf.md, tenth session, 892afbf: the
+ * barrier's counts read with plain loads): the plain file (1 029 rounds, a
+ * token each) 38.1 / 38.0 against 39.2 / 39.8 ms, the speech-rate file 2.18 /
+ * 2.08 against 2.68 / 2.51, the 10-minute file 858 against 879, batches of 4
+ * and 8 clips 58.7 / 102.6 against 64.8 / 102.8: so the grid is the default
+ * where its probe passes (cb47eda's grid, atomics at every barrier, had been
+ * a few per cent either way). */
+#define GPU_SEARCH_AUTO_GRID 1
 
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
  * max_symbols that transducer_greedy refuses. *out stays NULL where the

@@ -23,12 +23,17 @@
 // as −1e30 like the chunk mask; s is [clips·heads][t][t].
 //
 // Tile: 64 queries × 64 keys of one head per workgroup of 16×16, 4×4 scores
-// per invocation, head_dim in steps of 8 through shared memory (with RELATIVE
-// also the tile's 127 pos rows; 10 KiB in all). Columns past head_dim and rows
-// past t read as 0. Products accumulate in f32.
+// per invocation, head_dim in steps of KSTEP (8, 16 or 32, spec constant 2)
+// through shared memory (with RELATIVE also the tile's 127 pos rows; 10 KiB
+// in all at 8, 41 KiB at 32). A step is a chain of loads, a barrier and the
+// products: at t = 138 (Parakeet's 11 s, 72 workgroups) head_dim 128 in 16
+// such steps took 40 µs on the H200, so one clip takes the longest steps
+// that fit the device (gpu/attention.c).
+// Columns past head_dim and rows past t read as 0. Products accumulate in f32.
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint RELATIVE = 0;
 layout(constant_id = 1) const uint BATCH = 0;
+layout(constant_id = 2) const uint KSTEP = 8;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -52,7 +57,7 @@ bool kept(uint i, uint j) {
   return cj <= ci && ci - cj <= p.left_chunks;
 }
 
-const uint T = 64, KSTEP = 8, PROWS = 2 * T - 1, WG = 256;
+const uint T = 64, PROWS = 2 * T - 1, WG = 256;
 shared float qs[KSTEP][T + 1], ks[KSTEP][T + 1], qvs[KSTEP][T + 1];
 shared float ps[KSTEP][PROWS + 1];
 

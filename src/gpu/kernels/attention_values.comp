@@ -12,7 +12,9 @@
 // the weights of the others are exact zeros: they are skipped).
 //
 // Tile: 64 queries × 64 columns of one head per workgroup of 16×16, 4×4
-// outputs per invocation, keys in steps of 16 through shared memory (8 KiB).
+// outputs per invocation, keys in steps of KSTEP (16, 32 or 64, spec constant
+// 1) through shared memory (8 KiB at 16, 33 at 64): fewer steps, each a chain of loads and
+// a barrier, where the grid is small.
 // Products accumulate in f32. A key of weight 0 still multiplies its v row:
 // v must be finite in all t rows.
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -22,6 +24,7 @@ layout(std430, binding = 1) readonly buffer V { float v[]; };
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
 layout(std430, binding = 3) readonly buffer Lens { uint lens[]; };
 layout(constant_id = 0) const uint BATCH = 0;
+layout(constant_id = 1) const uint KSTEP = 16;
 
 layout(push_constant) uniform Push {
   uint t, head_dim;
@@ -29,7 +32,7 @@ layout(push_constant) uniform Push {
   uint heads; // BATCH = 1
 } p;
 
-const uint T = 64, KSTEP = 16, WG = 256;
+const uint T = 64, WG = 256;
 shared float ps[KSTEP][T + 1], vs[KSTEP][T + 1];
 
 void main() {

@@ -156,7 +156,7 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   TRY(upload_mel(s, mel, valid, clips, pitch));
   TRY(dw_subsampling_set_lens(&b->sub, valid, clips));
   TRY(conformer_set_lens(&b->enc, t, clips));
-  TRY(conformer_positions(&m->c.dims, T, &b->enc));
+  TRY(conformer_positions_kept(&m->c.dims, T, &b->enc));
   TRY(gpu_rec_begin(s->rec));
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
@@ -168,6 +168,7 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   }
   parakeet_record_head(s, b->enc.x, S, clips * T, b->prompt_hidden, b->prompt_out, b->head);
   TRY(gpu_rec_run(s->rec));
+  conformer_keep_positions(&b->enc);
   return enc ? download_enc(s, clips, T, t, enc) : 0;
 }
 

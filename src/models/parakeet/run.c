@@ -91,7 +91,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   uint32_t t = parakeet_encoder_frames(m, valid), d = m->c.dims.d;
   TRY(parakeet_session_prompt(s));
   TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
-  TRY(conformer_positions(&m->c.dims, t, &a->enc));
+  TRY(conformer_positions_kept(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   float scale = m->c.xscaling ? sqrtf((float)d) : 0;
@@ -104,6 +104,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
   parakeet_record_head(s, a->enc.x, S, t, a->prompt_hidden, a->prompt_out, a->head);
   TRY(gpu_rec_run(s->rec));
+  conformer_keep_positions(&a->enc);
 
   float *h = NULL, *e = NULL;
   int st = 0;
