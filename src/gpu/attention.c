@@ -1,6 +1,8 @@
 #include "gpu/attention.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -242,22 +244,32 @@ static void flash(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_dispatch(rec, k, fb, 7, &fp, sizeof fp, (a->t + 63) / 64, a->heads, 1);
 }
 
-/* The portable kernels' steps through shared memory (attention_scores'
- * head_dim, attention_values' keys): each step is a chain of loads and a
- * barrier, so where the grid is small (one clip: Parakeet's 11 s is 72
- * workgroups) the longest steps whose shared arrays the device holds
- * (scores 1 292 bytes a step of head_dim, values 520 a key: 32 and 64 in
- * 48 KiB, 16 and 32 in lavapipe's 32); a batch keeps the short ones (more
- * workgroups resident). */
-static void steps(const gpu_rec *rec, const gpu_attn *a, uint32_t *scores, uint32_t *values) {
+/* The portable kernels' shapes: attention_scores' tile (T queries × T keys)
+ * and steps of head_dim through shared memory, attention_values' tile (T
+ * queries × T columns). Each step is a chain of loads, a barrier and the
+ * products, and a workgroup's share is all its own: where the grid of 64s
+ * is small (under 512 workgroups: Parakeet's 11 s has 72 and 48, and its
+ * scores took 40 µs in 16 steps of 8 on the H200) the tiles of 32 (4× the
+ * workgroups) and the scores' longest steps whose shared arrays the device
+ * holds (644 bytes a step at 32; 1 292 at 64). A large grid (batches, long
+ * clips) keeps 64 and steps of 8. */
+typedef struct {
+  uint32_t scores_step, scores_tile, values_tile;
+} portable_shape;
+
+static portable_shape shape(const gpu_rec *rec, const gpu_attn *a, uint32_t z) {
   uint32_t room = gpu_device_info(gpu_rec_device(rec))->max_shared_memory;
-  bool one = a->batch <= 1;
-  *scores = 8;
-  for (uint32_t k = 32; one && k > 8 && *scores == 8; k /= 2)
-    if (a->head_dim % k == 0 && 1292 * k <= room) *scores = k;
-  *values = 16;
-  for (uint32_t k = 64; one && k > 16 && *values == 16; k /= 2)
-    if (a->t >= k && 520 * k <= room) *values = k;
+  uint64_t t64 = (a->t + 63) / 64, h64 = (a->head_dim + 63) / 64;
+  portable_shape p = {8, t64 * t64 * z < 512 ? 32 : 64, h64 * t64 * z < 512 ? 32 : 64};
+  for (uint32_t k = 32; p.scores_tile == 32 && k > 8 && p.scores_step == 8; k /= 2)
+    if (a->head_dim % k == 0 && 644 * k <= room) p.scores_step = k;
+  /* STENO_ATTN_SHAPE=STEP,TILE,TILE (experiments): those where they fit. */
+  const char *e = getenv("STENO_ATTN_SHAPE");
+  unsigned k, ts, tv;
+  if (e && sscanf(e, "%u,%u,%u", &k, &ts, &tv) == 3 && (k == 8 || k == 16 || k == 32) &&
+      (ts == 32 || ts == 64) && (tv == 32 || tv == 64) && (ts == 64 ? 1292 : 644) * k <= room)
+    p = (portable_shape){k, ts, tv};
+  return p;
 }
 
 /* The three dispatches through the scores buffer: scores, softmax over the
@@ -266,10 +278,11 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   uint32_t t = a->t, hd = a->head_dim;
   bool batched = a->batch > 1;
   gpu_attn_slice qv = relative ? a->qv : a->q, pos = relative ? a->pos : a->q;
-  /* spec: relative, batched (the lengths at the next binding), the steps. */
-  uint32_t spec[4] = {relative, batched}, z = batched ? a->batch * a->heads : a->heads;
-  steps(rec, a, &spec[2], &spec[3]);
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, 3);
+  /* spec: relative, batched (the lengths at the next binding), step, tile. */
+  uint32_t z = batched ? a->batch * a->heads : a->heads;
+  portable_shape ps = shape(rec, a, z);
+  uint32_t spec[4] = {relative, batched, ps.scores_step, ps.scores_tile};
+  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, 4);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -279,18 +292,19 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
           a->k.stride, qv.offset, qv.stride, pos.offset,    pos.stride,  a->chunk,
           a->left_chunks, a->heads};
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores, batched ? a->lens : a->q.buf};
-  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, tiles(t), tiles(t), z);
+  uint32_t st = ps.scores_tile, vt = ps.values_tile;
+  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, (t + st - 1) / st, (t + st - 1) / st, z);
 
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  uint32_t vspec[2] = {batched, spec[3]};
+  uint32_t vspec[2] = {batched, vt};
   k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
-  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, tiles(hd), tiles(t), z);
+  gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, (hd + vt - 1) / vt, (t + vt - 1) / vt, z);
 }
 
 /* The tensor-core path's precision (gpu_attention_mm_precision): 3 hi + lo

@@ -22,18 +22,21 @@
 // lens[n] ≤ t of them its own (binding 5, uint32): keys past that are written
 // as −1e30 like the chunk mask; s is [clips·heads][t][t].
 //
-// Tile: 64 queries × 64 keys of one head per workgroup of 16×16, 4×4 scores
-// per invocation, head_dim in steps of KSTEP (8, 16 or 32, spec constant 2)
-// through shared memory (with RELATIVE also the tile's 127 pos rows; 10 KiB
-// in all at 8, 41 KiB at 32). A step is a chain of loads, a barrier and the
-// products: at t = 138 (Parakeet's 11 s, 72 workgroups) head_dim 128 in 16
-// such steps took 40 µs on the H200, so one clip takes the longest steps
-// that fit the device (gpu/attention.c).
+// Tile: T queries × T keys of one head (T 64 or 32, spec constant 3) per
+// workgroup of 16×16, (T/16)² scores per invocation, head_dim in steps of
+// KSTEP (8, 16 or 32, spec constant 2) through shared memory (with RELATIVE
+// also the tile's 2T − 1 pos rows; 10 KiB in all at 64 × 8, 41 KiB at 64 ×
+// 32, 21 KiB at 32 × 32). A step is a chain of loads, a barrier and the
+// products: at t = 138 (Parakeet's 11 s) the 72 workgroups of 64 took head_dim
+// 128 in 16 such steps in 40 µs on the H200, so a small grid takes the
+// longest steps that fit the device and the small tile (gpu/attention.c).
 // Columns past head_dim and rows past t read as 0. Products accumulate in f32.
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint RELATIVE = 0;
 layout(constant_id = 1) const uint BATCH = 0;
 layout(constant_id = 2) const uint KSTEP = 8;
+layout(constant_id = 3) const uint T = 64;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -57,7 +60,7 @@ bool kept(uint i, uint j) {
   return cj <= ci && ci - cj <= p.left_chunks;
 }
 
-const uint T = 64, PROWS = 2 * T - 1, WG = 256;
+const uint R = T / 16, PROWS = 2 * T - 1, WG = 256;
 shared float qs[KSTEP][T + 1], ks[KSTEP][T + 1], qvs[KSTEP][T + 1];
 shared float ps[KSTEP][PROWS + 1];
 
@@ -66,12 +69,12 @@ void main() {
   uint i0 = gl_WorkGroupID.y * T, j0 = gl_WorkGroupID.x * T, z = gl_WorkGroupID.z;
   uint h = BATCH == 1 ? z % p.heads : z, clip = BATCH == 1 ? z / p.heads : 0;
   uint col = h * p.head_dim, rb = clip * p.t, len = BATCH == 1 ? lens[clip] : p.t;
-  // The tile's pos rows are base .. base + 126: (i, j) reads row
-  // base + 63 + (j − j0) − (i − i0).
+  // The tile's pos rows are base .. base + 2T − 2: (i, j) reads row
+  // base + T − 1 + (j − j0) − (i − i0).
   int base = int(j0) - int(i0) + int(p.t) - int(T);
-  float acc[4][4];
-  for (uint a = 0; a < 4; a++)
-    for (uint b = 0; b < 4; b++) acc[a][b] = 0.0;
+  float acc[R][R];
+  [[unroll]] for (uint a = 0; a < R; a++)
+    [[unroll]] for (uint b = 0; b < R; b++) acc[a][b] = 0.0;
 
   for (uint d0 = 0; d0 < p.head_dim; d0 += KSTEP) {
     // 64 rows × 8 columns of q, k (and q+v): two values per invocation.
@@ -93,27 +96,28 @@ void main() {
       }
     barrier();
     for (uint dd = 0; dd < KSTEP; dd++) {
-      float qa[4], kb[4];
-      for (uint a = 0; a < 4; a++) qa[a] = qs[dd][ty + 16 * a];
-      for (uint b = 0; b < 4; b++) kb[b] = ks[dd][tx + 16 * b];
-      for (uint a = 0; a < 4; a++)
-        for (uint b = 0; b < 4; b++) acc[a][b] += qa[a] * kb[b];
+      float qa[R], kb[R];
+      [[unroll]] for (uint a = 0; a < R; a++) qa[a] = qs[dd][ty + 16 * a];
+      [[unroll]] for (uint b = 0; b < R; b++) kb[b] = ks[dd][tx + 16 * b];
+      [[unroll]] for (uint a = 0; a < R; a++)
+        [[unroll]] for (uint b = 0; b < R; b++) acc[a][b] += qa[a] * kb[b];
       if (RELATIVE != 0) {
-        // Query ty + 16a, key tx + 16b: pos row tx − ty + 63 + 16(b − a).
-        float va[4], pm[7];
-        for (uint a = 0; a < 4; a++) va[a] = qvs[dd][ty + 16 * a];
-        for (uint m = 0; m < 7; m++) pm[m] = ps[dd][tx + 15 - ty + 16 * m];
-        for (uint a = 0; a < 4; a++)
-          for (uint b = 0; b < 4; b++) acc[a][b] += va[a] * pm[b + 3 - a];
+        // Query ty + 16a, key tx + 16b: pos row tx − ty + T − 1 + 16(b − a),
+        // that is tx + 15 − ty + 16m with m = b − a + R − 1.
+        float va[R], pm[2 * R - 1];
+        [[unroll]] for (uint a = 0; a < R; a++) va[a] = qvs[dd][ty + 16 * a];
+        [[unroll]] for (uint m = 0; m < 2 * R - 1; m++) pm[m] = ps[dd][tx + 15 - ty + 16 * m];
+        [[unroll]] for (uint a = 0; a < R; a++)
+          [[unroll]] for (uint b = 0; b < R; b++) acc[a][b] += va[a] * pm[b + R - 1 - a];
       }
     }
     barrier();
   }
 
-  for (uint a = 0; a < 4; a++) {
+  [[unroll]] for (uint a = 0; a < R; a++) {
     uint i = i0 + ty + 16 * a;
     if (i >= p.t) continue;
-    for (uint b = 0; b < 4; b++) {
+    [[unroll]] for (uint b = 0; b < R; b++) {
       uint j = j0 + tx + 16 * b;
       if (j < p.t) s[(z * p.t + i) * p.t + j] = kept(i, j) && j < len ? p.scale * acc[a][b] : -1e30;
     }
