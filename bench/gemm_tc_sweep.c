@@ -13,11 +13,13 @@
  *   tiles 12 tiles × split counts 1–16 at the same shapes.
  *   big   tiles at large m (a batch of 64 clips, Whisper's 1500 rows, 4096³),
  *         one piece each (m is ignored).
+ *   fit   row tiles covering m = 138 in one (144 rows) against 128, over
+ *         split counts.
  *   all   calls and tiles.
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|all]. */
+ * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +38,7 @@ static float *random_floats(size_t n, float scale) {
 }
 
 typedef struct {
-  uint32_t sg_m, sg_n, tm, tn;
+  uint32_t sg_m, sg_n, tm, tn, bk; /* bk 0: 32 */
 } tile;
 
 /* A problem on the GPU: a [m][k], c [m][n], F16 weights with bias, and
@@ -55,10 +57,11 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
   gpu_device *d = gpu_rec_device(rec);
   const gpu_linear *l = &pb->l;
   uint32_t threads = 32 * t->sg_m * t->sg_n, m = pb->m;
-  uint32_t spec[6] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads};
+  uint32_t bk = t->bk ? t->bk : 32;
+  uint32_t spec[7] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, bk};
   uint32_t bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   uint32_t kc = (l->k + splits - 1) / splits;
-  kc = (kc + 31) / 32 * 32;
+  kc = (kc + bk - 1) / bk * bk;
   splits = (l->k + kc - 1) / kc;
   struct {
     uint32_t m, n, k, mode;
@@ -67,7 +70,7 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
   } push = {m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, splits, kc};
   gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
   gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 6), bufs, 6, &push, sizeof push,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 7), bufs, 6, &push, sizeof push,
                (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
   if (splits == 1) return;
   struct {
@@ -222,7 +225,7 @@ static void tc_shapes(gpu_device *d, uint32_t rows, int reps) {
  * intercept the call's fixed cost; least squares over k ≥ 128. */
 static void k_scan(gpu_device *d, uint32_t rows, int reps) {
   static const uint32_t ks[] = {32, 64, 128, 256, 512, 1024, 2048};
-  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}};
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}};
   enum { NK = sizeof ks / sizeof *ks, NC = sizeof tiles / sizeof *tiles };
   double us[NK][NC];
   printf("(b) k-scan, %u×3072×k, one piece: µs per call [diff]\n     k", rows);
@@ -285,7 +288,7 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
   /* One 64×64 workgroup alone (no other load on the GPU), then m rows × 3072
    * (48 or more workgroups), at 1, 2, 8 and 32 k steps: what a workgroup's
    * prologue and epilogue cost, and a step when nothing else runs. */
-  static const tile t64 = {2, 2, 2, 2};
+  static const tile t64 = {2, 2, 2, 2, 32};
   static const uint32_t ks[] = {32, 64, 256, 1024};
   printf("    64×64 tile, one piece: µs per call at k =");
   for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) printf(" %u", ks[q]);
@@ -305,9 +308,9 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
 
 /* Tile shapes × split counts (gemm_reduce sums the pieces). */
 static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 2, 2}, {1, 4, 2, 2},
-                               {1, 4, 1, 2}, {2, 4, 2, 2}, {1, 2, 2, 4}, {2, 2, 1, 2},
-                               {4, 2, 1, 2}, {2, 2, 4, 4}, {1, 2, 4, 4}, {2, 1, 4, 4}};
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 2, 2, 32}, {1, 4, 2, 2, 32},
+                               {1, 4, 1, 2, 32}, {2, 4, 2, 2, 32}, {1, 2, 2, 4, 32}, {2, 2, 1, 2, 32},
+                               {4, 2, 1, 2, 32}, {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}};
   static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
   printf("tiles × split counts: µs (TFLOP/s)\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -330,12 +333,42 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   }
 }
 
+/* Row tiles that cover m = 138 in one (144 = 3 subgroups × 3 × 16, the
+ * chunks of a step not a whole number of rounds on 12 subgroups) against
+ * the 128-row tile gpu_gemm takes (two row tiles, the second 10 rows), each
+ * over split counts: a lone 128×128 workgroup fills an SM, so 256 of them
+ * run in two waves on 132 SMs. */
+static void fit_sweep(gpu_device *d, uint32_t rows, int reps) {
+  static const tile tiles[] = {{4, 4, 2, 2, 64}, {3, 4, 3, 2, 64}, {3, 4, 3, 2, 32},
+                               {3, 2, 3, 4, 32}, {3, 2, 3, 2, 64}, {3, 2, 3, 2, 32}};
+  static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8};
+  printf("row tiles × split counts: µs (TFLOP/s)\n");
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    problem pb;
+    problem_shown(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
+    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
+      const tile *tl = &tiles[t];
+      printf("  %3u×%-3u k%u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16,
+             tl->bk, tl->sg_m, tl->sg_n, tl->tm, tl->tn);
+      for (size_t q = 0; q < sizeof split_counts / sizeof *split_counts; q++) {
+        uint32_t sp = split_counts[q];
+        if (pb.k / sp < tl->bk || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
+        double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
+        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6, diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
+      }
+      printf("\n");
+      fflush(stdout);
+    }
+    problem_free(&pb);
+  }
+}
+
 /* Tiles at large m, one piece: a subgroup's share of a tile (TM × TN
  * matrices) against how many subgroups share its loads. Shared memory
  * (2 stages of (BM + BN) rows of 80 bytes) must stay within 48 KiB. */
 static void big_sweep(gpu_device *d, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2}, {2, 2, 2, 4}, {2, 2, 4, 4}, {1, 2, 4, 4},
-                               {2, 1, 4, 4}, {4, 2, 2, 4}, {4, 4, 2, 2}};
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32},
+                               {2, 1, 4, 4, 32}, {4, 2, 2, 4, 32}, {4, 4, 2, 2, 32}};
   static const uint32_t big[][3] = {{8832, 4096, 1024}, {8832, 1024, 4096}, {8832, 3072, 1024},
                                     {1500, 3840, 1280}, {1500, 5120, 1280}, {1500, 1280, 5120},
                                     {1500, 1280, 1280}, {4096, 4096, 4096}};
@@ -374,10 +407,10 @@ int main(int argc, char **argv) {
   uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
   const char *what = argc > 3 ? argv[3] : "calls";
   bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
-  bool bigs = !strcmp(what, "big");
+  bool bigs = !strcmp(what, "big"), fit = !strcmp(what, "fit");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(calls || tiles || bigs)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -395,6 +428,7 @@ int main(int argc, char **argv) {
   }
   if (tiles) tile_sweep(d, rows, reps);
   if (bigs) big_sweep(d, reps);
+  if (fit) fit_sweep(d, rows, reps);
   gpu_close(d);
   return 0;
 }

@@ -19,6 +19,7 @@
 // LayerNorm, v goes to y first and each invocation reads back only what it
 // wrote; statistics as norm.comp's (mean, then mean of (v − mean)², f32 tree).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 const uint WG = 256;
@@ -45,23 +46,7 @@ layout(push_constant) uniform Push {
 
 #include "wg_sum.glsl"
 
-// The depthwise conv of the GLU output at row i, channel c, plus its bias.
-float conv(uint i, uint c) {
-  int first = int(i) - int(p.left), lo = 0, hi = int(p.t);
-  if (BATCH == 1) {
-    uint clip = i / p.seg;
-    lo = int(clip * p.seg);
-    hi = lo + int(lens[clip]);
-  }
-  float acc = 0.0;
-  for (uint k = 0; k < p.kernel; k++) {
-    int s = first + int(k);
-    if (s < lo || s >= hi) continue;
-    uint at = p.h_off + uint(s) * p.h_stride + c;
-    acc += w[c * p.kernel + k] * (h[at] / (1.0 + exp(-h[at + p.ch])));
-  }
-  return bias[c] + acc;
-}
+#include "conv_glu.glsl" // conv(i, c)
 
 void main() {
   uint tid = gl_LocalInvocationID.x;

@@ -6,6 +6,7 @@
 // subgroups + subgroup, looping by the grid, so any subgroup size covers every
 // row. v goes to y first and each lane reads back only what it wrote.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -31,23 +32,7 @@ layout(push_constant) uniform Push {
   uint seg;  // BATCH = 1: rows per clip
 } p;
 
-// The depthwise conv of the GLU output at row i, channel c, plus its bias.
-float conv(uint i, uint c) {
-  int first = int(i) - int(p.left), lo = 0, hi = int(p.t);
-  if (BATCH == 1) {
-    uint clip = i / p.seg;
-    lo = int(clip * p.seg);
-    hi = lo + int(lens[clip]);
-  }
-  float acc = 0.0;
-  for (uint k = 0; k < p.kernel; k++) {
-    int s = first + int(k);
-    if (s < lo || s >= hi) continue;
-    uint at = p.h_off + uint(s) * p.h_stride + c;
-    acc += w[c * p.kernel + k] * (h[at] / (1.0 + exp(-h[at + p.ch])));
-  }
-  return bias[c] + acc;
-}
+#include "conv_glu.glsl" // conv(i, c)
 
 void main() {
   uint lane = gl_SubgroupInvocationID, lanes = min(gl_SubgroupSize, gl_WorkGroupSize.x);

@@ -69,8 +69,12 @@ const uint ROW = BK / 8 + 1;         // 128-bit words per shared row (one of pad
 const uint STAGE = (BM + BN) * ROW;  // a's rows, then W's
 const uint NST = 2 * STAGE * 16 <= 49152 ? 2 : 1; // stages that fit
 const uint OUT = SG_M * SG_N * 64 * TN;           // the epilogue's words
-const uint AL = BM * (BK / 8) / THREADS, BL = BN * (BK / 8) / THREADS; // loads per invocation
 const uint CW = BK / 8;              // 128-bit chunks per row and step
+// Loads per invocation; where a tile's chunks are not a whole number of
+// rounds (144 rows on 12 subgroups) the last round's invocations past them
+// load nothing (the checks fold away where they are).
+const uint AL = (BM * CW + THREADS - 1) / THREADS, BL = (BN * CW + THREADS - 1) / THREADS;
+const bool A_EVEN = AL * THREADS == BM * CW, B_EVEN = BL * THREADS == BN * CW;
 shared uvec4 sm[NST * STAGE > OUT ? NST * STAGE : OUT];
 
 vec4 ra[2 * AL]; // the next step's a (f32: converted when stored)
@@ -82,7 +86,7 @@ void fetch(uint row0, uint col0, uint k0, uint kend) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS, row = row0 + e / CW, kk = k0 + 8 * (e % CW);
-    bool in_a = row < p.m && kk < kend;
+    bool in_a = row < p.m && kk < kend && (A_EVEN || e < BM * CW);
     if (ATYPE == 1) {
       rh[i] = in_a ? a8[(row * p.lda + kk) / 8] : uvec4(0);
       continue;
@@ -93,7 +97,8 @@ void fetch(uint row0, uint col0, uint k0, uint kend) {
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS, row = col0 + e / CW, kk = k0 + 8 * (e % CW);
-    rb[i] = row < p.n && kk < kend ? w8[(row * p.wk + kk) / 8] : uvec4(0);
+    bool in_w = row < p.n && kk < kend && (B_EVEN || e < BN * CW);
+    rb[i] = in_w ? w8[(row * p.wk + kk) / 8] : uvec4(0);
   }
 }
 
@@ -104,12 +109,14 @@ void stage(uint s) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS;
+    if (!A_EVEN && e >= BM * CW) break;
     vec4 x = ra[2 * i], y = ra[2 * i + 1];
     sm[s * STAGE + (e / CW) * ROW + e % CW] =
         ATYPE == 1 ? rh[i] : uvec4(pack_f16(x.xy), pack_f16(x.zw), pack_f16(y.xy), pack_f16(y.zw));
   }
   [[unroll]] for (uint i = 0; i < BL; i++) {
     uint e = tid + i * THREADS;
+    if (!B_EVEN && e >= BN * CW) break;
     uvec4 v = rb[i];
     if (WTYPE == W_BF16)
       v = uvec4(bf16_to_f16_pair(v.x), bf16_to_f16_pair(v.y), bf16_to_f16_pair(v.z),
