@@ -270,6 +270,74 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
   free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
 }
 
+/* gpu_gemm_norm2 (a Conformer block's last LayerNorm and the next one's
+ * first): y as gpu_gemm_norm writes it, then c's first cols columns as
+ * gpu_layer_norm(y, n2) writes them after the unfused GEMM (to 1e-6, the
+ * same sums in the same order), its other columns the GEMM's own, and c
+ * against a LayerNorm of y in double. `split`: whether the plan cuts k (the
+ * fused reduce) — checked, so that both ways are covered. */
+static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
+  gpu_device *d = test_device();
+  float *w = test_random(n_out * k, 31), *bias = test_random(n_out, 32);
+  float *g = test_random(2 * n_out, 33), *b = test_random(2 * n_out, 34);
+  uint8_t *bytes = quant_encode(GPU_F16, w, n_out * k);
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n_out}, 1, bias,
+                          n_out, &l));
+  size_t width = gpu_linear_width(&l), ys = width + 8;
+  gpu_norm n1 = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
+  gpu_norm n2 = {test_upload(g + n_out, n_out), test_upload(b + n_out, n_out), 1e-3f};
+  gpu_gemm_plan plan;
+  gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
+  CHECK((plan.splits > 1) == split, "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out, k, plan.splits);
+  float *a = test_random(m * k, 35), *c0 = test_random(m * width, 36), *y0 = test_random(m * ys, 37);
+  gpu_buffer *ab = test_upload(a, m * k);
+  gpu_buffer *c1 = test_upload(c0, m * width), *y1 = test_upload(y0, m * ys);
+  gpu_buffer *c2 = test_upload(c0, m * width), *y2 = test_upload(y0, m * ys);
+  gpu_rec *rec = test_rec();
+  gpu_gemm_norm2(rec, ab, (uint32_t)k, &l, c1, (uint32_t)m, GPU_EPI_RESIDUAL, 0.5f,
+                 (uint32_t)n_out, &n1, y1, (uint32_t)ys, &n2);
+  gpu_gemm_strided(rec, ab, (uint32_t)k, &l, c2, (uint32_t)m, GPU_EPI_RESIDUAL, 0.5f);
+  gpu_layer_norm(rec, c2, 0, (uint32_t)width, &n1, y2, 0, (uint32_t)ys, (uint32_t)m,
+                 (uint32_t)n_out, NULL, NULL);
+  gpu_layer_norm(rec, y2, 0, (uint32_t)ys, &n2, c2, 0, (uint32_t)width, (uint32_t)m,
+                 (uint32_t)n_out, NULL, NULL);
+  float *got_c = test_run_read(rec, c1, m * width);
+  float *got_y = test_floats(m * ys), *want_c = test_floats(m * width), *want_y = test_floats(m * ys);
+  CHECK_OK(gpu_download(y1, 0, got_y, m * ys * sizeof(float)));
+  CHECK_OK(gpu_download(c2, 0, want_c, m * width * sizeof(float)));
+  CHECK_OK(gpu_download(y2, 0, want_y, m * ys * sizeof(float)));
+  char what[96];
+  snprintf(what, sizeof what, "gemm_norm2 %zux%zux%zu, y", m, n_out, k);
+  check_close(what, got_y, want_y, m * ys, 1e-6f);
+  snprintf(what, sizeof what, "gemm_norm2 %zux%zux%zu, c", m, n_out, k);
+  check_close(what, got_c, want_c, m * width, 1e-6f);
+  size_t off = 0;
+  for (size_t r = 0; r < m; r++)
+    for (size_t j = n_out; j < width; j++) off += got_c[r * width + j] != want_c[r * width + j];
+  CHECK(!off, "gemm_norm2 %zux%zux%zu: %zu padding columns of c differ", m, n_out, k, off);
+  float *ref = test_floats(m * width);
+  memcpy(ref, got_c, m * width * sizeof(float));
+  for (size_t r = 0; r < m; r++) {
+    const float *yr = got_y + r * ys;
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < n_out; j++) mean += yr[j];
+    mean /= (double)n_out;
+    for (size_t j = 0; j < n_out; j++) var += (yr[j] - mean) * (yr[j] - mean);
+    double rstd = 1.0 / sqrt(var / (double)n_out + 1e-3);
+    for (size_t j = 0; j < n_out; j++)
+      ref[r * width + j] = (float)((yr[j] - mean) * rstd * g[n_out + j] + b[n_out + j]);
+  }
+  snprintf(what, sizeof what, "gemm_norm2 %zux%zux%zu, c against double", m, n_out, k);
+  check_close(what, got_c, ref, m * width, KERNEL_TOL);
+  gpu_rec_free(rec);
+  gpu_buffer *all[] = {ab, c1, y1, c2, y2, n1.g, n1.b, n2.g, n2.b};
+  for (size_t i = 0; i < 9; i++) gpu_buffer_free(all[i]);
+  gpu_linear_free(&l);
+  free(got_c), free(got_y), free(want_c), free(want_y), free(ref);
+  free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
+}
+
 /* Whether a gemm_tc tile passed its probe here (a in f16 first can only
  * be taken by one). */
 static bool tc_here(gpu_device *d) {
@@ -374,6 +442,9 @@ int main(void) {
   fused_norm(1024, 4096, 138, GPU_EPI_RESIDUAL, 0.5f);
   fused_norm(100, 2048, 37, GPU_EPI_RESIDUAL, 1.0f);
   fused_norm(100, 2048, 5, GPU_EPI_BIAS, 0);
+  fused_norm2(1024, 4096, 138, true);
+  fused_norm2(100, 2048, 37, true);
+  fused_norm2(100, 64, 37, false); /* k too short to cut: the GEMM, then two LayerNorms */
   /* gemm_tc reading a in f16 that a pack wrote first: bit for bit as from
    * f32, then the layers above again with it at every row count (where a
    * gemm_tc tile passed). */

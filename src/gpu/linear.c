@@ -326,7 +326,7 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
 
 /* The LayerNorm gpu_gemm_norm folds into the split-k reduce. */
 typedef struct {
-  const gpu_norm *n;
+  const gpu_norm *n, *n2; /* n2: gpu_gemm_norm2's second norm, or NULL */
   gpu_buffer *y;
   uint32_t cols, y_stride;
 } fused_norm;
@@ -370,15 +370,16 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
                (m + bm - 1) / bm, splits);
   if (splits == 1) return;
   if (fuse) {
+    const gpu_norm *n2 = fuse->n2 ? fuse->n2 : fuse->n;
     struct {
       uint32_t m, n, splits, mode;
       float alpha;
       uint32_t cols, y_stride;
-      float eps;
-    } np = {m, l->n, splits, epi, alpha, fuse->cols, fuse->y_stride, fuse->n->eps};
-    uint32_t wg = fused_group(fuse->cols);
-    gpu_buffer *nbufs[] = {part, l->bias, c, fuse->n->g, fuse->n->b, fuse->y};
-    gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce_norm", &wg, 1), nbufs, 6, &np, sizeof np,
+      float eps, eps2;
+    } np = {m, l->n, splits, epi, alpha, fuse->cols, fuse->y_stride, fuse->n->eps, n2->eps};
+    uint32_t spec[2] = {fused_group(fuse->cols), fuse->n2 != NULL};
+    gpu_buffer *nbufs[] = {part, l->bias, c, fuse->n->g, fuse->n->b, fuse->y, n2->g, n2->b};
+    gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_reduce_norm", spec, 2), nbufs, 8, &np, sizeof np,
                  gpu_row_groups(m), 1, 1);
     return;
   }
@@ -418,20 +419,43 @@ void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear 
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
 }
 
-void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
-                   uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
-                   gpu_buffer *y, uint32_t y_stride) {
+/* gpu_gemm_norm and gpu_gemm_norm2: y = n(c's first cols columns), then
+ * with n2 those columns of c = n2(y). */
+static void gemm_norms(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
+                       gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha, uint32_t cols,
+                       const gpu_norm *n, const gpu_norm *n2, gpu_buffer *y, uint32_t y_stride) {
   gpu_gemm_plan g;
   if (!planned(rec, l, lda, m, &g)) return;
-  /* gpu_layer_norm's checks, for the norm's half (its own call below makes them). */
+  /* gpu_layer_norm's checks, for the norms' half (their own calls below make them). */
   bool fits = m > 0 && cols > 0 && cols <= l->n && n && n->g && n->b && n->eps >= 0.0f && y &&
               y != c && gpu_slice_fits(y, 0, y_stride, m, cols) &&
               gpu_slice_fits(n->g, 0, cols, 1, cols) && gpu_slice_fits(n->b, 0, cols, 1, cols);
+  if (n2)
+    fits = fits && n2->g && n2->b && n2->eps >= 0.0f && gpu_slice_fits(n2->g, 0, cols, 1, cols) &&
+           gpu_slice_fits(n2->b, 0, cols, 1, cols);
   if (g.splits > 1 && !l->dual && l->n <= fused_group(cols) * FUSED_PER && fits) {
-    fused_norm f = {n, y, cols, y_stride};
+    fused_norm f = {n, n2, y, cols, y_stride};
     record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, &f);
     return;
   }
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
-  gpu_layer_norm(rec, c, 0, gpu_linear_width(l), n, y, 0, y_stride, m, cols, NULL, NULL);
+  uint32_t width = gpu_linear_width(l);
+  gpu_layer_norm(rec, c, 0, width, n, y, 0, y_stride, m, cols, NULL, NULL);
+  if (n2) gpu_layer_norm(rec, y, 0, y_stride, n2, c, 0, width, m, cols, NULL, NULL);
+}
+
+void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
+                   uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
+                   gpu_buffer *y, uint32_t y_stride) {
+  gemm_norms(rec, a, lda, l, c, m, epi, alpha, cols, n, NULL, y, y_stride);
+}
+
+void gpu_gemm_norm2(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
+                    uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
+                    gpu_buffer *y, uint32_t y_stride, const gpu_norm *n2) {
+  if (!n2) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "gemm_norm2 without its second norm"));
+    return;
+  }
+  gemm_norms(rec, a, lda, l, c, m, epi, alpha, cols, n, n2, y, y_stride);
 }

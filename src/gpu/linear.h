@@ -85,6 +85,15 @@ void gpu_gemm_norm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *
                    uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
                    gpu_buffer *y, uint32_t y_stride);
 
+/* gpu_gemm_norm, then c's first cols columns = LayerNorm(y) with n2 (over
+ * the GEMM's output, which they replace): what gpu_layer_norm(y, .., n2, c,
+ * 0, width, ..) would write after it. Where the GEMM splits k, its reduce
+ * writes all three in one dispatch (a Conformer block's last LayerNorm and
+ * the next block's first). */
+void gpu_gemm_norm2(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l, gpu_buffer *c,
+                    uint32_t m, gpu_epi epi, float alpha, uint32_t cols, const gpu_norm *n,
+                    gpu_buffer *y, uint32_t y_stride, const gpu_norm *n2);
+
 /* The fast GEMM kernels: gemm_coop.comp's 64×64 tile, gemm_tiled.comp with a
  * 64×64 or a 128×128 tile (both keep a to ~21 bits: f16 hi + lo), and
  * gemm_tc.comp (a rounded to f16, double-buffered, split k) with a 64×128 or

@@ -401,16 +401,13 @@ static void record_rotary_attention(gpu_rec *rec, const conformer_dims *dims,
   gpu_gemm_norm(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f, d, &b->norm_conv, s->h, S);
 }
 
-void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
-                       conformer_scratch *s, uint32_t t) {
+/* One block; h = LN_ff1(x) already where `normed` (the block before made
+ * it), and with next, x ends as next's LN_ff1 of the stream. */
+static void block(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
+                  const conformer_block *next, bool normed, conformer_scratch *s, uint32_t t) {
   uint32_t S = s->stride, d = dims->d, n = clips(s), rows = n * t;
-  if (n > 1 && (dims->rotary || t > s->t)) {
-    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "conformer: %u clips of %u frames%s", n, t,
-                              dims->rotary ? " with rotary attention" : ""));
-    return;
-  }
   /* ½ FFN */
-  gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, rows, d, NULL, NULL);
+  if (!normed) gpu_layer_norm(rec, s->x, 0, S, &b->norm_ff1, s->h, 0, S, rows, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->ff1_up, s->wide, rows, GPU_EPI_SILU, 0);
   /* self-attention (relative: its LayerNorm made by the reduce of the GEMM
    * before where that splits k; rotary: its own, with the rotated copy) */
@@ -434,10 +431,28 @@ void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer
   gpu_gemm_norm(rec, s->o, S, &b->pw2, s->x, rows, GPU_EPI_RESIDUAL, 1.0f, d, &b->norm_ff2, s->h, S);
   /* ½ FFN */
   gpu_gemm_strided(rec, s->h, S, &b->ff2_up, s->wide, rows, GPU_EPI_SILU, 0);
-  /* the block's LayerNorm: into h, which becomes the stream */
-  gpu_gemm_norm(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
-                GPU_EPI_RESIDUAL, 0.5f, d, &b->norm_out, s->h, S);
+  /* the block's LayerNorm: into h, which becomes the stream (and the next
+   * block's first LayerNorm of it into x, which becomes h) */
+  if (next)
+    gpu_gemm_norm2(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
+                   GPU_EPI_RESIDUAL, 0.5f, d, &b->norm_out, s->h, S, &next->norm_ff1);
+  else
+    gpu_gemm_norm(rec, s->wide, gpu_linear_width(&b->ff2_up), &b->ff2_down, s->x, rows,
+                  GPU_EPI_RESIDUAL, 0.5f, d, &b->norm_out, s->h, S);
   gpu_buffer *x = s->x;
   s->x = s->h;
   s->h = x;
+}
+
+int conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *blocks,
+                      uint32_t layers, conformer_scratch *s, uint32_t t) {
+  uint32_t n = clips(s);
+  if (n > 1 && (dims->rotary || t > s->t))
+    return gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "conformer: %u clips of %u frames%s", n, t,
+                                     dims->rotary ? " with rotary attention" : ""));
+  for (uint32_t i = 0; i < layers; i++) {
+    block(rec, dims, &blocks[i], i + 1 < layers ? &blocks[i + 1] : NULL, i > 0, s, t);
+    if (i % 4 == 3) TRY(gpu_rec_flush(rec));
+  }
+  return 0;
 }

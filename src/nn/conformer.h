@@ -112,12 +112,15 @@ int conformer_project_positions(gpu_rec *rec, const conformer_dims *dims,
                                 conformer_scratch *s, uint32_t t);
 void conformer_keep_positions(conformer_scratch *s);
 
-/* Records one block over t frames of s->x (in place); after
+/* Records blocks[0 .. layers − 1] over t frames of s->x (in place); after
  * conformer_set_lens with several clips, over each clip's t rows as
  * transformers' ParakeetEncoder runs a padded batch with its attention mask:
  * keys past a clip's length ignored, its padded frames 0 in the conv
- * module's depthwise conv; the rows past a clip's length mean nothing. */
-void conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *b,
-                       conformer_scratch *s, uint32_t t);
+ * module's depthwise conv; the rows past a clip's length mean nothing.
+ * A block's last LayerNorm and the next block's first are one dispatch where
+ * the GEMM before them splits k (gpu_gemm_norm2); every 4 blocks go to the
+ * GPU while the rest is recorded (gpu_rec_flush: discrete GPUs). */
+int conformer_forward(gpu_rec *rec, const conformer_dims *dims, const conformer_block *blocks,
+                      uint32_t layers, conformer_scratch *s, uint32_t t);
 
 #endif

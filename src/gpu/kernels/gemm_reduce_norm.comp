@@ -9,11 +9,16 @@
 // summed in column order, then a shared-memory tree of WG (spec constant 0,
 // norm.c's group size for cols) — so y is what gemm_reduce and then norm.comp
 // would write. Needs n ≤ WG·PER (linear.c checks).
+// NORM2 = 1 (spec constant 1): then also c's first cols columns = a second
+// LayerNorm (g2, b2, eps2) of y, as norm.comp would take it from y, written
+// over the v it replaces (gpu_gemm_norm2: a Conformer block's last norm and
+// the next block's first, one dispatch).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint NORM2 = 0;
 const uint WG = gl_WorkGroupSize.x, PER = 8;
 
 layout(std430, binding = 0) readonly buffer Part { float part[]; };
@@ -22,12 +27,14 @@ layout(std430, binding = 2) buffer C { float c[]; };
 layout(std430, binding = 3) readonly buffer G { float g[]; };
 layout(std430, binding = 4) readonly buffer B { float b[]; };
 layout(std430, binding = 5) writeonly buffer Y { float y[]; };
+layout(std430, binding = 6) readonly buffer G2 { float g2[]; };
+layout(std430, binding = 7) readonly buffer B2 { float b2[]; };
 
 layout(push_constant) uniform Push {
   uint m, n, splits, mode;
   float alpha;
   uint cols, y_stride;
-  float eps;
+  float eps, eps2;
 } p;
 
 #include "wg_sum.glsl"
@@ -56,9 +63,26 @@ void main() {
       q += d * d;
     }
     float rstd = inversesqrt(wg_sum(q) / float(p.cols) + p.eps);
+    float s2 = 0.0;
     [[unroll]] for (uint j = 0; j < PER; j++) {
       uint col = tid + j * WG;
-      if (col < p.cols) y[row * p.y_stride + col] = (v[j] - mean) * rstd * g[col] + b[col];
+      if (col >= p.cols) continue;
+      v[j] = (v[j] - mean) * rstd * g[col] + b[col];
+      y[row * p.y_stride + col] = v[j];
+      s2 += v[j];
+    }
+    if (NORM2 == 0) continue;
+    float mean2 = wg_sum(s2) / float(p.cols), q2 = 0.0;
+    [[unroll]] for (uint j = 0; j < PER; j++) {
+      uint col = tid + j * WG;
+      if (col >= p.cols) continue;
+      float d = v[j] - mean2;
+      q2 += d * d;
+    }
+    float rstd2 = inversesqrt(wg_sum(q2) / float(p.cols) + p.eps2);
+    [[unroll]] for (uint j = 0; j < PER; j++) {
+      uint col = tid + j * WG;
+      if (col < p.cols) c[row * p.n + col] = (v[j] - mean2) * rstd2 * g2[col] + b2[col];
     }
   }
 }

@@ -44,11 +44,7 @@ int gigaam_forward(gigaam_session *s, const float *mel, uint32_t frames, float *
   TRY(conformer_positions(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
   conv1d_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, frames, a->enc.x);
-  for (uint32_t i = 0; i < m->c.layers; i++) {
-    conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
-    /* Every 4 blocks to the GPU while the rest is recorded (discrete GPUs). */
-    if (i % 4 == 3) TRY(gpu_rec_flush(s->rec));
-  }
+  TRY(conformer_forward(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
   gpu_gemm_strided(s->rec, a->enc.x, S, &m->head, a->head, t, GPU_EPI_BIAS, 0);
   TRY(gpu_rec_run(s->rec));

@@ -161,11 +161,7 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
   dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);
-  for (uint32_t i = 0; i < m->c.layers; i++) {
-    conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &b->enc, T);
-    /* Every 4 blocks to the GPU while the rest is recorded (discrete GPUs). */
-    if (i % 4 == 3) TRY(gpu_rec_flush(s->rec));
-  }
+  TRY(conformer_forward(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   parakeet_record_head(s, b->enc.x, S, clips * T, b->prompt_hidden, b->prompt_out, b->head);
   TRY(gpu_rec_run(s->rec));
   conformer_keep_positions(&b->enc);

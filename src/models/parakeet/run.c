@@ -96,11 +96,7 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   float scale = m->c.xscaling ? sqrtf((float)d) : 0;
   dw_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, valid, a->enc.x, scale);
-  for (uint32_t i = 0; i < m->c.layers; i++) {
-    conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
-    /* Every 4 blocks to the GPU while the rest is recorded (discrete GPUs). */
-    if (i % 4 == 3) TRY(gpu_rec_flush(s->rec));
-  }
+  TRY(conformer_forward(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   uint32_t S = a->enc.stride, width = gpu_linear_width(&m->head);
   parakeet_record_head(s, a->enc.x, S, t, a->prompt_hidden, a->prompt_out, a->head);
   TRY(gpu_rec_run(s->rec));

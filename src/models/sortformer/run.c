@@ -135,7 +135,7 @@ int sortformer_infer(sortformer_session *s, const float *x, uint32_t t, float **
   TRY(conformer_positions_kept(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
-  for (uint32_t i = 0; i < m->c.layers; i++) conformer_forward(s->rec, &m->c.dims, &m->blocks[i], &a->enc, t);
+  TRY(conformer_forward(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   gpu_gemm_strided(s->rec, a->enc.x, a->enc.stride, &m->proj, a->tf.x, t, GPU_EPI_BIAS, 0);
   for (uint32_t i = 0; i < m->c.tf_layers; i++) postln_forward(s->rec, &m->c.tf, &m->tf[i], &a->tf, t);
   TRY(gpu_rec_run(s->rec));
