@@ -126,13 +126,16 @@ static double noise_floor(const double *e, size_t nf) {
   return pow(10, (bin / 4.0 - 100) / 10);
 }
 
-enum { LAGS = LAG_MAX - LAG_MIN + 1, LAG_BLOCK = 8 };
+enum { LAGS = LAG_MAX - LAG_MIN + 1, LAG_BLOCK = 32 };
 
 /* c[l] = Σ_i x[i]·x[i + LAG_MIN + l] over the window, for every lag. The
  * lags go LAG_BLOCK at a time, each x[i] read once per block: the compiler
- * keeps the block's sums in vector registers. Each sum still adds its
- * products in order of i (and a product of two floats is exact in double),
- * so every c[l] has the bits of the plain loop, one lag at a time. */
+ * keeps the block's sums in vector registers, and 32 of them are 16 chains
+ * of adds that run side by side where 8 were 4, each add waiting on the one
+ * before (a window 58 → 26.5 µs on the development machine; 48 was level,
+ * 64 spilled). Each sum still adds its products in order of i (and a
+ * product of two floats is exact in double), so every c[l] has the bits of
+ * the plain loop, one lag at a time. */
 static void correlations(const float *x, double *c) {
   int l = 0;
   for (; l + LAG_BLOCK <= LAGS; l += LAG_BLOCK) {
