@@ -333,6 +333,17 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
   }
 }
 
+/* gpu_gemm on a large shape for ~2 s first: on the H200 a fresh process's
+ * first seconds ran at lower clocks (docs/perf.md, tenth session: gpu_gemm's
+ * own choice 139 µs there against 30 µs a few seconds later). */
+static void warm_up(gpu_device *d, uint32_t rows) {
+  problem pb;
+  double t0 = bench_now_ms();
+  problem_new(d, rows, 4096, 1024, 20, &pb);
+  while (bench_now_ms() - t0 < 2000) timed(d, record_one, &pb, &(config){0}, 50);
+  problem_free(&pb);
+}
+
 /* Row tiles that cover m = 138 in one (144 = 3 subgroups × 3 × 16, the
  * chunks of a step not a whole number of rounds on 12 subgroups) against
  * the 128-row tile gpu_gemm takes (two row tiles, the second 10 rows), each
@@ -421,6 +432,7 @@ int main(int argc, char **argv) {
   }
   if (!gpu_device_scratch(d, (size_t)32 << 20)) return 1;
   printf("%s, m = %u, best of 3 submissions of %d calls\n", gpu_device_info(d)->name, rows, reps);
+  warm_up(d, rows);
   if (calls) {
     dispatch_floor(d, rows, reps);
     tc_shapes(d, rows, reps);

@@ -287,7 +287,8 @@ static int rope_table(const conformer_dims *dims, uint32_t t, conformer_scratch 
 
 int conformer_positions_kept(const conformer_dims *dims, uint32_t t, conformer_scratch *s) {
   if (dims->rotary) return conformer_positions(dims, t, s);
-  if (!t || t > s->t) return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames in room for %u", t, s->t);
+  if (!t || t > s->t)
+    return err_set(STENO_ERR_INVALID, "conformer: positions of %u frames in room for %u", t, s->t);
   if (!s->kept) TRY(conformer_positions(dims, s->t, s));
   s->row0 = s->t - t;
   return 0;
@@ -353,6 +354,9 @@ static void record_rel_attention(gpu_rec *rec, const conformer_dims *dims, const
   uint32_t row0 = 0;
   if (b->index < s->projected) /* projected ≤ npl */
     pos = s->pl[b->index], row0 = s->row0;
+  else if (s->row0) /* pe is the whole scratch's table: its rows for t are not at 0 */
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "conformer: block %u's positions not projected",
+                              b->index));
   else
     gpu_gemm_strided(rec, s->pe, S, &b->pos, s->p, 2 * t - 1, GPU_EPI_BIAS, 0);
   uint32_t W = gpu_linear_width(&b->qkv);
