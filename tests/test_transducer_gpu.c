@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/half.h"
 #include "check.h"
 #include "decode/transducer.h"
 #include "nn/transducer_gpu.h"
@@ -21,6 +22,16 @@ static float *random_weights(size_t n, float scale, uint32_t seed) {
   float *v = malloc(n * sizeof *v);
   check_random(v, n, seed);
   for (size_t i = 0; v && i < n; i++) v[i] *= scale;
+  return v;
+}
+
+/* Whether model_new rounds the matrices (wx, wh, pred_w, out_w) to f16, as an
+ * F16 file's are: the persistent kernel then reads them in f16. */
+static bool test_f16;
+
+static float *matrix(size_t n, float scale, uint32_t seed) {
+  float *v = random_weights(n, scale, seed);
+  for (size_t i = 0; test_f16 && v && i < n; i++) v[i] = f16_to_f32(f32_to_f16(v[i]));
   return v;
 }
 
@@ -51,13 +62,13 @@ static void model_new(model *x, int hidden, int layers, int joint, int vocab, in
   float sh = 1.0f / sqrtf((float)H), sj = 2.0f / sqrtf((float)J);
   m->embed = x->keep[x->k++] = random_weights((size_t)vocab * H, 1.0f, seed + 1);
   for (int l = 0; l < layers; l++) {
-    m->wx[l] = x->keep[x->k++] = random_weights(4 * H * H, sh, seed + 10 + l);
-    m->wh[l] = x->keep[x->k++] = random_weights(4 * H * H, sh, seed + 20 + l);
+    m->wx[l] = x->keep[x->k++] = matrix(4 * H * H, sh, seed + 10 + l);
+    m->wh[l] = x->keep[x->k++] = matrix(4 * H * H, sh, seed + 20 + l);
     m->b[l] = x->keep[x->k++] = random_weights(4 * H, 0.5f, seed + 30 + l);
   }
-  m->pred_w = x->keep[x->k++] = random_weights(J * H, sh, seed + 2);
+  m->pred_w = x->keep[x->k++] = matrix(J * H, sh, seed + 2);
   m->pred_b = x->keep[x->k++] = random_weights(J, 0.5f, seed + 3);
-  m->out_w = x->keep[x->k++] = random_weights(R * J, sj, seed + 4);
+  m->out_w = x->keep[x->k++] = matrix(R * J, sj, seed + 4);
   float *out_b = x->keep[x->k++] = random_weights(R, 0.5f, seed + 5);
   out_b[vocab - 1] += blank_boost;
   if (n_dur) out_b[vocab] += dur0_boost;
@@ -143,6 +154,7 @@ static int one(const char *what, int hidden, int layers, int joint, int vocab, i
   gpu_transducer_search *s = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
   CHECK(g, "%s: no GPU decoder", what);
+  if (g) CHECK(gpu_transducer_f16(g) == test_f16, "%s: f16 matrices %s", what, test_f16 ? "not taken" : "taken");
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   if (g && what == first_case)
     printf("rnnt_search %s its probe here, rnnt_grid %s\n", gpu_transducer_persistent(g) ? "passed" : "failed",
@@ -196,6 +208,7 @@ static void batch(const char *what, int hidden, int joint, int vocab, int n_dur,
   gpu_transducer *g = NULL;
   gpu_transducer_search *s = NULL;
   CHECK_OK(gpu_transducer_new(test_device(), &x.m, &g));
+  if (g) CHECK(gpu_transducer_f16(g) == test_f16, "%s: f16 matrices %s", what, test_f16 ? "not taken" : "taken");
   if (g) CHECK_OK(gpu_transducer_search_new(g, &s));
   double worst = 0;
   for (int mode = 0; s && x.genc && mode < MODES; mode++) {
@@ -407,6 +420,15 @@ int main(void) {
   static int many[300];
   for (int i = 0; i < 300; i++) many[i] = (i * 7) % 13;
   batch("batch small TDT, 300 clips", 32, 48, 41, 5, 4, many, 300, 1500, 0, 1.0f);
+  /* Matrices that are exactly f16 (an F16 file's): the persistent kernel
+   * reads them in f16 (16-byte rows, and odd widths one value at a time). */
+  test_f16 = true;
+  one("TDT small, f16 matrices", 32, 1, 48, 41, 5, JOINT_RELU, 10, 30, 2000, 0, 0);
+  one("RNN-T sigmoid, odd widths, f16", 37, 2, 53, 300, 0, JOINT_SIGMOID, 5, 17, 2100, 0, 0);
+  one("TDT 0.6B v2 widths, f16", 640, 2, 640, 1025, 5, JOINT_RELU, 10, 5, 2200, 0, 0);
+  batch("batch small TDT, f16 matrices", 32, 48, 41, 5, 10, five, 5, 2300, 0, 0);
+  batch("batch TDT 640, f16 matrices", 640, 640, 1025, 5, 2, three, 3, 2400, 0, 6.0f);
+  test_f16 = false;
   aborts();
   grid_gives_up();
   ties();

@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/timer.h"
@@ -73,6 +74,11 @@ struct gpu_transducer {
   uint32_t groups;             /* rnnt_grid's workgroups (STENO_SEARCH_GROUPS, or GRID_GROUPS) */
   int grid_dur[GRID_DURATIONS]; /* the TDT durations, for rnnt_grid's state header */
   gpu_buffer *wts, *dur;
+  /* The matrices (wx, wh, pred_w, out_w) again in f16 at the same element
+   * offsets, where every one of their values is exactly an f16 (an F16
+   * file's are): rnnt_search reads them (the same products, half the bytes
+   * of a step it reads once per clip); NULL otherwise. */
+  gpu_buffer *wts16;
 };
 
 /* What one search writes. */
@@ -95,6 +101,7 @@ struct gpu_transducer_search {
 void gpu_transducer_free(gpu_transducer *g) {
   if (!g) return;
   gpu_buffer_free(g->wts);
+  gpu_buffer_free(g->wts16);
   gpu_buffer_free(g->dur);
   free(g);
 }
@@ -108,6 +115,8 @@ void gpu_transducer_search_free(gpu_transducer_search *s) {
 }
 
 static bool probed(gpu_device *dev, uint32_t wg, uint32_t groups);
+
+bool gpu_transducer_f16(const gpu_transducer *g) { return g->wts16 != NULL; }
 
 bool gpu_transducer_persistent(const gpu_transducer *g) { return g && g->pwg > 0 && probed(g->dev, g->pwg, 0); }
 
@@ -193,6 +202,31 @@ static size_t packed_floats(const transducer *m, size_t *pred, size_t *out) {
   return *out + R * J + R;
 }
 
+/* n values of w into h as f16; false where one is not exactly an f16. */
+static bool f16_exact(const float *w, size_t n, uint16_t *h) {
+  for (size_t i = 0; i < n; i++) {
+    h[i] = f32_to_f16(w[i]);
+    if (f32_bits(f16_to_f32(h[i])) != f32_bits(w[i])) return false;
+  }
+  return true;
+}
+
+/* g->wts16 (gpu_transducer's comment), or nothing where a matrix value is
+ * not an f16. */
+static int upload_f16(gpu_transducer *g, const transducer *m, size_t all, size_t pred, size_t out) {
+  size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
+  uint16_t *h = mem_alloc(all, sizeof *h); /* zeros where no matrix is */
+  if (!h) return STENO_ERR_NOMEM;
+  bool exact = true;
+  size_t at = (size_t)m->vocab * H;
+  for (int l = 0; exact && l < m->layers; l++, at += 8 * H * H + 4 * H)
+    exact = f16_exact(m->wx[l], 4 * H * H, h + at) && f16_exact(m->wh[l], 4 * H * H, h + at + 4 * H * H);
+  exact = exact && f16_exact(m->pred_w, J * H, h + pred) && f16_exact(m->out_w, R * J, h + out);
+  int st = exact ? gpu_buffer_from(g->dev, h, all * sizeof *h, &g->wts16) : 0;
+  free(h);
+  return st;
+}
+
 static int upload_all(gpu_transducer *g, const transducer *m) {
   size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
   size_t pred, out, all = packed_floats(m, &pred, &out), at = (size_t)m->vocab * H, f = sizeof(float);
@@ -210,6 +244,7 @@ static int upload_all(gpu_transducer *g, const transducer *m) {
   TRY(gpu_upload(g->wts, (out + R * J) * f, m->out_b, R * f));
   g->off_pred = (uint32_t)pred;
   g->off_out = (uint32_t)out;
+  TRY(upload_f16(g, m, all, pred, out));
   int none = 1;
   TRY(gpu_buffer_from(d, m->durations ? (const void *)m->durations : &none,
                       (m->durations ? (size_t)m->n_durations : 1) * sizeof(int), &g->dur));
@@ -698,14 +733,15 @@ static int fit_clips(gpu_transducer_search *s, uint32_t n) {
 static void record_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride, uint32_t n,
                           uint32_t budget) {
   const gpu_transducer *g = s->g;
-  gpu_kernel *k = gpu_rec_kernel(s->rec, "rnnt_search", &g->pwg, 1);
+  uint32_t spec[2] = {g->pwg, g->wts16 != NULL};
+  gpu_kernel *k = gpu_rec_kernel(s->rec, "rnnt_search", spec, 2);
   uint32_t w = (uint32_t)(2 * g->layers * g->hidden + 4 * g->hidden + g->joint + g->vocab + g->n_dur);
   uint32_t quads = g->hidden % 4 == 0 && g->joint % 4 == 0; /* every row and offset in vec4s */
   uint32_t push[11] = {stride, (uint32_t)g->hidden, (uint32_t)g->joint, (uint32_t)g->layers,
                        (uint32_t)g->vocab, (uint32_t)g->n_dur, (uint32_t)g->act,
                        (uint32_t)g->max_symbols, budget, w, quads};
-  gpu_buffer *b[] = {s->pstate, enc, g->wts, g->dur, s->work, s->out};
-  gpu_dispatch(s->rec, k, b, 6, push, sizeof push, n, 1, 1);
+  gpu_buffer *b[] = {s->pstate, enc, g->wts, g->dur, s->work, s->out, g->wts16 ? g->wts16 : g->wts};
+  gpu_dispatch(s->rec, k, b, 7, push, sizeof push, n, 1, 1);
 }
 
 /* Whether every clip's search has ended. */

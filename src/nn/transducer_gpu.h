@@ -66,6 +66,9 @@ void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode);
  * call, once per device in a process: lavapipe, which cuts long loops off,
  * fails it and searches in steps). */
 bool gpu_transducer_persistent(const gpu_transducer *g);
+/* Whether the persistent kernel reads the matrices in f16 (every value of
+ * them exactly an f16, as an F16 file's are). */
+bool gpu_transducer_f16(const gpu_transducer *g);
 /* For tests: the persistent kernel whether or not it passed its probe (only
  * where it fits), at most `budget` steps per dispatch; 0 undoes it. */
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget);

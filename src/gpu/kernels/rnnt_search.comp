@@ -24,6 +24,11 @@
 // work  f32 (binding 4): per clip `work` floats: h [L][H], c [L][H],
 //       gates [4H], p [J], logits [rows]
 // out   uint (binding 5): per token id, frame, frames, confidence (f32 bits)
+// w16   f16 (binding 6, WF16 = 1, spec constant 1): wts's matrices (wx, wh,
+//       pred_w, out_w) as f16 at the same element offsets, read by the
+//       products instead of wts where every value is exactly an f16 (the same
+//       products from half the bytes: each clip's workgroup reads them all
+//       every step); embeddings and biases stay in wts
 //
 // Matrix-vector products: K = 8 invocations per output row (neighbours read
 // neighbouring words, 16 bytes each where hidden and joint are multiples of
@@ -33,6 +38,7 @@
 // row (z, x, h) sit in shared memory (J ≤ 4096, 2H ≤ 4096). Workgroup size
 // WG (spec constant 0) a power of two ≥ 64.
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint WF16 = 0;
 const uint WG = gl_WorkGroupSize.x, K = 8, P = WG / K, VS = 4096;
 
 layout(std430, binding = 0) coherent buffer State { uint state[]; };
@@ -42,6 +48,8 @@ layout(std430, binding = 2) readonly buffer Wts4 { vec4 wts4[]; }; // the same, 
 layout(std430, binding = 3) readonly buffer Dur { int dur[]; };
 layout(std430, binding = 4) coherent buffer Work { float work[]; };
 layout(std430, binding = 5) writeonly buffer Out { uint outv[]; };
+layout(std430, binding = 6) readonly buffer W16 { uvec2 w16q[]; }; // 4 halves a word pair
+layout(std430, binding = 6) readonly buffer W16s { uint w16s[]; }; // the same, 2 halves a word
 
 layout(push_constant) uniform Push {
   uint stride, hidden, joint, layers;
@@ -79,10 +87,16 @@ float partial(uint wo, uint xo, uint r, uint cols, uint lane) {
     uint q = (wo + r * cols) / 4, n = cols / 4;
     for (uint c = lane; c < n; c += K) {
       uint x = xo + 4 * c;
-      s += dot(wts4[q + c], vec4(vs[x], vs[x + 1], vs[x + 2], vs[x + 3]));
+      uvec2 h = WF16 == 1 ? w16q[q + c] : uvec2(0);
+      vec4 w = WF16 == 1 ? vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)) : wts4[q + c];
+      s += dot(w, vec4(vs[x], vs[x + 1], vs[x + 2], vs[x + 3]));
     }
   } else {
-    for (uint c = lane; c < cols; c += K) s += wts[wo + r * cols + c] * vs[xo + c];
+    for (uint c = lane; c < cols; c += K) {
+      uint e = wo + r * cols + c;
+      float w = WF16 == 1 ? unpackHalf2x16(w16s[e / 2])[e % 2] : wts[e];
+      s += w * vs[xo + c];
+    }
   }
   return s;
 }
