@@ -19,7 +19,8 @@
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
- * Build: bench/build_benches.sh BUILD; run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]. */
+ * Build: bench/build_benches.sh BUILD;
+ * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,9 +309,10 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
 
 /* Tile shapes × split counts (gemm_reduce sums the pieces). */
 static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 2, 2, 32}, {1, 4, 2, 2, 32},
-                               {1, 4, 1, 2, 32}, {2, 4, 2, 2, 32}, {1, 2, 2, 4, 32}, {2, 2, 1, 2, 32},
-                               {4, 2, 1, 2, 32}, {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}};
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 2, 2, 32},
+                               {1, 4, 2, 2, 32}, {1, 4, 1, 2, 32}, {2, 4, 2, 2, 32},
+                               {1, 2, 2, 4, 32}, {2, 2, 1, 2, 32}, {4, 2, 1, 2, 32},
+                               {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}};
   static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
   printf("tiles × split counts: µs (TFLOP/s)\n");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -365,7 +367,8 @@ static void fit_sweep(gpu_device *d, uint32_t rows, int reps) {
         uint32_t sp = split_counts[q];
         if (pb.k / sp < tl->bk || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
         double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
-        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6, diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
+        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6,
+               diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
       printf("\n");
       fflush(stdout);
@@ -378,8 +381,9 @@ static void fit_sweep(gpu_device *d, uint32_t rows, int reps) {
  * matrices) against how many subgroups share its loads. Shared memory
  * (2 stages of (BM + BN) rows of 80 bytes) must stay within 48 KiB. */
 static void big_sweep(gpu_device *d, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32},
-                               {2, 1, 4, 4, 32}, {4, 2, 2, 4, 32}, {4, 4, 2, 2, 32}};
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 4, 4, 32},
+                               {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}, {4, 2, 2, 4, 32},
+                               {4, 4, 2, 2, 32}};
   static const uint32_t big[][3] = {{8832, 4096, 1024}, {8832, 1024, 4096}, {8832, 3072, 1024},
                                     {1500, 3840, 1280}, {1500, 5120, 1280}, {1500, 1280, 5120},
                                     {1500, 1280, 1280}, {4096, 4096, 4096}};

@@ -290,7 +290,8 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   gpu_gemm_plan plan;
   gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
   CHECK((plan.splits > 1) == split, "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out, k, plan.splits);
-  float *a = test_random(m * k, 35), *c0 = test_random(m * width, 36), *y0 = test_random(m * ys, 37);
+  float *a = test_random(m * k, 35), *c0 = test_random(m * width, 36);
+  float *y0 = test_random(m * ys, 37);
   gpu_buffer *ab = test_upload(a, m * k);
   gpu_buffer *c1 = test_upload(c0, m * width), *y1 = test_upload(y0, m * ys);
   gpu_buffer *c2 = test_upload(c0, m * width), *y2 = test_upload(y0, m * ys);
@@ -303,7 +304,8 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   gpu_layer_norm(rec, y2, 0, (uint32_t)ys, &n2, c2, 0, (uint32_t)width, (uint32_t)m,
                  (uint32_t)n_out, NULL, NULL);
   float *got_c = test_run_read(rec, c1, m * width);
-  float *got_y = test_floats(m * ys), *want_c = test_floats(m * width), *want_y = test_floats(m * ys);
+  float *got_y = test_floats(m * ys), *want_y = test_floats(m * ys);
+  float *want_c = test_floats(m * width);
   CHECK_OK(gpu_download(y1, 0, got_y, m * ys * sizeof(float)));
   CHECK_OK(gpu_download(c2, 0, want_c, m * width * sizeof(float)));
   CHECK_OK(gpu_download(y2, 0, want_y, m * ys * sizeof(float)));

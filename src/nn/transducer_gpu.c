@@ -220,7 +220,8 @@ static int upload_f16(gpu_transducer *g, const transducer *m, size_t all, size_t
   bool exact = true;
   size_t at = (size_t)m->vocab * H;
   for (int l = 0; exact && l < m->layers; l++, at += 8 * H * H + 4 * H)
-    exact = f16_exact(m->wx[l], 4 * H * H, h + at) && f16_exact(m->wh[l], 4 * H * H, h + at + 4 * H * H);
+    exact = f16_exact(m->wx[l], 4 * H * H, h + at) &&
+            f16_exact(m->wh[l], 4 * H * H, h + at + 4 * H * H);
   exact = exact && f16_exact(m->pred_w, J * H, h + pred) && f16_exact(m->out_w, R * J, h + out);
   int st = exact ? gpu_buffer_from(g->dev, h, all * sizeof *h, &g->wts16) : 0;
   free(h);
