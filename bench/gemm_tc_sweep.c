@@ -307,32 +307,43 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
   }
 }
 
-/* Tile shapes × split counts (gemm_reduce sums the pieces). */
-static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
-  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 2, 2, 32},
-                               {1, 4, 2, 2, 32}, {1, 4, 1, 2, 32}, {2, 4, 2, 2, 32},
-                               {1, 2, 2, 4, 32}, {2, 2, 1, 2, 32}, {4, 2, 1, 2, 32},
-                               {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}};
-  static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
-  printf("tiles × split counts: µs (TFLOP/s)\n");
+/* Tiles × split counts (gemm_reduce sums the pieces) at the shapes, under
+ * `title`: each tile's µs (TFLOP/s) per split count, pieces of k under 64
+ * (or the tile's k step) or past the 32 MiB scratch left out. */
+static void split_sweep(gpu_device *d, uint32_t rows, int reps, const char *title,
+                        const tile *tiles, size_t ntiles, const uint32_t *splits, size_t nsplits) {
+  printf("%s: µs (TFLOP/s)\n", title);
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
     problem_shown(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
-    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
+    for (size_t t = 0; t < ntiles; t++) {
       const tile *tl = &tiles[t];
-      printf("  %3u×%-3u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16, tl->sg_m,
-             tl->sg_n, tl->tm, tl->tn);
-      for (size_t q = 0; q < sizeof split_counts / sizeof *split_counts; q++) {
-        uint32_t sp = split_counts[q];
-        if (pb.k / sp < 64 || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
+      uint32_t least = tl->bk > 64 ? tl->bk : 64;
+      printf("  %3u×%-3u k%u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16,
+             tl->bk, tl->sg_m, tl->sg_n, tl->tm, tl->tn);
+      for (size_t q = 0; q < nsplits; q++) {
+        uint32_t sp = splits[q];
+        if (pb.k / sp < least || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
         double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
-        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6, diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
+        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6,
+               diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
       printf("\n");
       fflush(stdout);
     }
     problem_free(&pb);
   }
+}
+
+/* Tile shapes × split counts. */
+static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
+  static const tile tiles[] = {{2, 4, 4, 2, 32}, {2, 2, 2, 4, 32}, {2, 2, 2, 2, 32},
+                               {1, 4, 2, 2, 32}, {1, 4, 1, 2, 32}, {2, 4, 2, 2, 32},
+                               {1, 2, 2, 4, 32}, {2, 2, 1, 2, 32}, {4, 2, 1, 2, 32},
+                               {2, 2, 4, 4, 32}, {1, 2, 4, 4, 32}, {2, 1, 4, 4, 32}};
+  static const uint32_t splits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+  split_sweep(d, rows, reps, "tiles × split counts", tiles, sizeof tiles / sizeof *tiles, splits,
+              sizeof splits / sizeof *splits);
 }
 
 /* gpu_gemm on a large shape for ~2 s first: on the H200 a fresh process's
@@ -354,27 +365,9 @@ static void warm_up(gpu_device *d, uint32_t rows) {
 static void fit_sweep(gpu_device *d, uint32_t rows, int reps) {
   static const tile tiles[] = {{4, 4, 2, 2, 64}, {3, 4, 3, 2, 64}, {3, 4, 3, 2, 32},
                                {3, 2, 3, 4, 32}, {3, 2, 3, 2, 64}, {3, 2, 3, 2, 32}};
-  static const uint32_t split_counts[] = {1, 2, 3, 4, 6, 8};
-  printf("row tiles × split counts: µs (TFLOP/s)\n");
-  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-    problem pb;
-    problem_shown(d, rows, shapes[s][0], shapes[s][1], reps, &pb);
-    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
-      const tile *tl = &tiles[t];
-      printf("  %3u×%-3u k%u (%u×%u sg, %u×%u)", tl->sg_m * tl->tm * 16, tl->sg_n * tl->tn * 16,
-             tl->bk, tl->sg_m, tl->sg_n, tl->tm, tl->tn);
-      for (size_t q = 0; q < sizeof split_counts / sizeof *split_counts; q++) {
-        uint32_t sp = split_counts[q];
-        if (pb.k / sp < tl->bk || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
-        double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
-        printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6,
-               diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
-      }
-      printf("\n");
-      fflush(stdout);
-    }
-    problem_free(&pb);
-  }
+  static const uint32_t splits[] = {1, 2, 3, 4, 6, 8};
+  split_sweep(d, rows, reps, "row tiles × split counts", tiles, sizeof tiles / sizeof *tiles, splits,
+              sizeof splits / sizeof *splits);
 }
 
 /* Tiles at large m, one piece: a subgroup's share of a tile (TM × TN

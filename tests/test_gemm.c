@@ -202,6 +202,31 @@ static void parakeet_down(void) {
   free(w), free(bias), free(bytes);
 }
 
+/* A random F16 layer of n_out rows of k weights with a bias (seeds seed,
+ * seed + 1), for the fused-norm tests. */
+static void f16_layer(size_t n_out, size_t k, uint32_t seed, gpu_linear *l) {
+  float *w = test_random(n_out * k, seed), *bias = test_random(n_out, seed + 1);
+  uint8_t *bytes = quant_encode(GPU_F16, w, n_out * k);
+  CHECK_OK(gpu_linear_new(test_device(), GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n_out},
+                          1, bias, n_out, l));
+  free(w), free(bias), free(bytes);
+}
+
+/* out's rows (os apart) = the LayerNorm of x's rows (xs apart) over cols
+ * columns with g, b and eps, in double. */
+static void layer_norm_double(const float *x, size_t xs, size_t rows, size_t cols, const float *g,
+                              const float *b, double eps, float *out, size_t os) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * xs;
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < cols; j++) mean += xr[j];
+    mean /= (double)cols;
+    for (size_t j = 0; j < cols; j++) var += (xr[j] - mean) * (xr[j] - mean);
+    double rstd = 1.0 / sqrt(var / (double)cols + eps);
+    for (size_t j = 0; j < cols; j++) out[r * os + j] = (float)((xr[j] - mean) * rstd * g[j] + b[j]);
+  }
+}
+
 /* gpu_gemm_norm at shapes that split k (checked first, so that the fused
  * reduce is what runs): c as gpu_gemm_strided writes it (the same bits), y
  * as gpu_layer_norm writes it after (to 1e-6: the same sums in the same
@@ -209,12 +234,9 @@ static void parakeet_down(void) {
  * layer, whose LayerNorm reads only the real columns. */
 static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alpha) {
   gpu_device *d = test_device();
-  float *w = test_random(n_out * k, 21), *bias = test_random(n_out, 22);
   float *g = test_random(n_out, 23), *b = test_random(n_out, 24);
-  uint8_t *bytes = quant_encode(GPU_F16, w, n_out * k);
   gpu_linear l;
-  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n_out}, 1, bias,
-                          n_out, &l));
+  f16_layer(n_out, k, 21, &l);
   size_t width = gpu_linear_width(&l), ys = width + 8;
   gpu_norm nrm = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
   float *a = test_random(m * k, 25), *c0 = test_random(m * width, 26), *y0 = test_random(m * ys, 27);
@@ -249,15 +271,7 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
     /* The LayerNorm of the c it wrote, in double; y's other columns untouched. */
     float *ref = test_floats(m * ys);
     memcpy(ref, y0, m * ys * sizeof(float));
-    for (size_t r = 0; r < m; r++) {
-      double mean = 0, var = 0;
-      for (size_t j = 0; j < n_out; j++) mean += got_c[r * width + j];
-      mean /= (double)n_out;
-      for (size_t j = 0; j < n_out; j++) var += (got_c[r * width + j] - mean) * (got_c[r * width + j] - mean);
-      double rstd = 1.0 / sqrt(var / (double)n_out + 1e-5);
-      for (size_t j = 0; j < n_out; j++)
-        ref[r * ys + j] = (float)((got_c[r * width + j] - mean) * rstd * g[j] + b[j]);
-    }
+    layer_norm_double(got_c, width, m, n_out, g, b, 1e-5, ref, ys);
     snprintf(what, sizeof what, "gemm_norm %zux%zux%zu variant %d, y", m, n_out, k, v);
     check_close(what, got_y, ref, m * ys, KERNEL_TOL);
     gpu_rec_free(rec);
@@ -267,7 +281,7 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
   }
   gpu_buffer_free(nrm.g), gpu_buffer_free(nrm.b);
   gpu_linear_free(&l);
-  free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
+  free(g), free(b), free(a), free(c0), free(y0);
 }
 
 /* gpu_gemm_norm2 (a Conformer block's last LayerNorm and the next one's
@@ -278,12 +292,9 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
  * fused reduce) — checked, so that both ways are covered. */
 static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   gpu_device *d = test_device();
-  float *w = test_random(n_out * k, 31), *bias = test_random(n_out, 32);
   float *g = test_random(2 * n_out, 33), *b = test_random(2 * n_out, 34);
-  uint8_t *bytes = quant_encode(GPU_F16, w, n_out * k);
   gpu_linear l;
-  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n_out}, 1, bias,
-                          n_out, &l));
+  f16_layer(n_out, k, 31, &l);
   size_t width = gpu_linear_width(&l), ys = width + 8;
   gpu_norm n1 = {test_upload(g, n_out), test_upload(b, n_out), 1e-5f};
   gpu_norm n2 = {test_upload(g + n_out, n_out), test_upload(b + n_out, n_out), 1e-3f};
@@ -320,16 +331,7 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   CHECK(!off, "gemm_norm2 %zux%zux%zu: %zu padding columns of c differ", m, n_out, k, off);
   float *ref = test_floats(m * width);
   memcpy(ref, got_c, m * width * sizeof(float));
-  for (size_t r = 0; r < m; r++) {
-    const float *yr = got_y + r * ys;
-    double mean = 0, var = 0;
-    for (size_t j = 0; j < n_out; j++) mean += yr[j];
-    mean /= (double)n_out;
-    for (size_t j = 0; j < n_out; j++) var += (yr[j] - mean) * (yr[j] - mean);
-    double rstd = 1.0 / sqrt(var / (double)n_out + 1e-3);
-    for (size_t j = 0; j < n_out; j++)
-      ref[r * width + j] = (float)((yr[j] - mean) * rstd * g[n_out + j] + b[n_out + j]);
-  }
+  layer_norm_double(got_y, ys, m, n_out, g + n_out, b + n_out, 1e-3, ref, width);
   snprintf(what, sizeof what, "gemm_norm2 %zux%zux%zu, c against double", m, n_out, k);
   check_close(what, got_c, ref, m * width, KERNEL_TOL);
   gpu_rec_free(rec);
@@ -337,7 +339,7 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   for (size_t i = 0; i < 9; i++) gpu_buffer_free(all[i]);
   gpu_linear_free(&l);
   free(got_c), free(got_y), free(want_c), free(want_y), free(ref);
-  free(w), free(bias), free(g), free(b), free(bytes), free(a), free(c0), free(y0);
+  free(g), free(b), free(a), free(c0), free(y0);
 }
 
 /* Whether a gemm_tc tile passed its probe here (a in f16 first can only
