@@ -77,7 +77,10 @@ struct gpu_transducer {
   /* The matrices (wx, wh, pred_w, out_w) again in f16 at the same element
    * offsets, where every one of their values is exactly an f16 (an F16
    * file's are): rnnt_search reads them (the same products, half the bytes
-   * of a step it reads once per clip); NULL otherwise. */
+   * of a step it reads once per clip); NULL otherwise. Made from host's
+   * matrices by the first persistent search (f16_ready), not at load. */
+  const transducer *host;
+  bool f16_tried;
   gpu_buffer *wts16;
 };
 
@@ -213,8 +216,10 @@ static bool f16_exact(const float *w, size_t n, uint16_t *h) {
 
 /* g->wts16 (gpu_transducer's comment), or nothing where a matrix value is
  * not an f16. */
-static int upload_f16(gpu_transducer *g, const transducer *m, size_t all, size_t pred, size_t out) {
+static int upload_f16(gpu_transducer *g) {
+  const transducer *m = g->host;
   size_t H = (size_t)m->hidden, J = (size_t)m->joint, R = (size_t)(m->vocab + m->n_durations);
+  size_t pred, out, all = packed_floats(m, &pred, &out);
   uint16_t *h = mem_alloc(all, sizeof *h); /* zeros where no matrix is */
   if (!h) return STENO_ERR_NOMEM;
   bool exact = true;
@@ -225,6 +230,21 @@ static int upload_f16(gpu_transducer *g, const transducer *m, size_t all, size_t
   exact = exact && f16_exact(m->pred_w, J * H, h + pred) && f16_exact(m->out_w, R * J, h + out);
   int st = exact ? gpu_buffer_from(g->dev, h, all * sizeof *h, &g->wts16) : 0;
   free(h);
+  return st;
+}
+
+/* The f16 copy on the persistent search's first use, once per decoder
+ * (sessions may search side by side): converting and checking the 0.6B's
+ * 7.6 M matrix values takes ~40 ms on the development machine, which only
+ * batches of GPU_SEARCH_AUTO_BATCH clips and more would repay at load. */
+static pthread_mutex_t f16_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int f16_ready(const gpu_transducer *cg) {
+  gpu_transducer *g = (gpu_transducer *)cg; /* only the copy changes, under f16_lock */
+  pthread_mutex_lock(&f16_lock);
+  int st = g->f16_tried ? 0 : upload_f16(g);
+  if (!st) g->f16_tried = true;
+  pthread_mutex_unlock(&f16_lock);
   return st;
 }
 
@@ -245,7 +265,6 @@ static int upload_all(gpu_transducer *g, const transducer *m) {
   TRY(gpu_upload(g->wts, (out + R * J) * f, m->out_b, R * f));
   g->off_pred = (uint32_t)pred;
   g->off_out = (uint32_t)out;
-  TRY(upload_f16(g, m, all, pred, out));
   int none = 1;
   TRY(gpu_buffer_from(d, m->durations ? (const void *)m->durations : &none,
                       (m->durations ? (size_t)m->n_durations : 1) * sizeof(int), &g->dur));
@@ -290,7 +309,7 @@ static int new_decoder(gpu_device *dev, const transducer *m, gpu_transducer **ou
   if (!g) return STENO_ERR_NOMEM;
   *g = (gpu_transducer){.dev = dev, .vocab = m->vocab, .hidden = m->hidden, .layers = m->layers,
                         .joint = m->joint, .n_dur = m->durations ? m->n_durations : 0,
-                        .max_symbols = m->max_symbols, .act = (int)m->act};
+                        .max_symbols = m->max_symbols, .act = (int)m->act, .host = m};
   persistent_fit(g, gpu_device_info(dev));
   const char *e = getenv("STENO_SEARCH_GROUPS");
   long groups = e ? strtol(e, NULL, 10) : 0;
@@ -757,6 +776,7 @@ static bool all_done(const uint32_t *st, int n) {
 static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stride,
                              const gpu_transducer_clip *clips, int n, const transducer_abort *stop,
                              dec_tokens *out) {
+  TRY(f16_ready(s->g));
   uint32_t *st = mem_alloc((size_t)n * PS_WORDS, sizeof *st); /* zeros */
   if (!st) return STENO_ERR_NOMEM;
   uint32_t base = 0;

@@ -53,7 +53,9 @@ typedef enum { GPU_SEARCH_AUTO, GPU_SEARCH_STEPS, GPU_SEARCH_PERSISTENT, GPU_SEA
 /* Uploads m's weights (f32, packed in one buffer); STENO_ERR_INVALID for a
  * max_symbols that transducer_greedy refuses. *out stays NULL where the
  * shapes exceed the kernels' shared memory (hidden > 2048, joint > 4096) or
- * the weights one storage buffer: the CPU path decodes those. */
+ * the weights one storage buffer: the CPU path decodes those. m must stay
+ * while *out does: the first persistent search reads its matrices again
+ * (their f16 copy). */
 int gpu_transducer_new(gpu_device *dev, const transducer *m, gpu_transducer **out);
 void gpu_transducer_free(gpu_transducer *g);
 
@@ -67,7 +69,8 @@ void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode);
  * fails it and searches in steps). */
 bool gpu_transducer_persistent(const gpu_transducer *g);
 /* Whether the persistent kernel reads the matrices in f16 (every value of
- * them exactly an f16, as an F16 file's are). */
+ * them exactly an f16, as an F16 file's are; the copy is made by the first
+ * persistent search, so false before one). */
 bool gpu_transducer_f16(const gpu_transducer *g);
 /* For tests: the persistent kernel whether or not it passed its probe (only
  * where it fits), at most `budget` steps per dispatch; 0 undoes it. */
