@@ -6,11 +6,13 @@
  * round W to f16; gemm_coop and gemm_tiled split a into f16 halves, gemm_tc
  * rounds it to f16).
  * Each shape is recorded `reps` times into one submission; the best of 3
- * submissions counts. On the CPU machine (lavapipe) there is no fast path.
- * Build and run: bench/gemm_speed.sh [reps]. */
+ * submissions counts. On the CPU machine (lavapipe) there is no
+ * cooperative-matrix path; `gemm_speed REPS cpu` times gemm_cpu there.
+ * Build and run: bench/gemm_speed.sh [reps] [cpu]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpu/linear.h"
@@ -48,10 +50,73 @@ static double time_gemm(gpu_device *d, gpu_buffer *a, const gpu_linear *l, gpu_b
   return best / reps;
 }
 
+/* `gemm_speed REPS cpu`: the portable kernel (gemm.comp's shared-memory
+ * tile) against gemm_cpu (a block of outputs per subgroup, no shared
+ * memory) where gpu_gemm takes it, at the bundled tiny model's shapes and
+ * one of Parakeet 0.6B's: for CPU devices such as lavapipe. */
+static int cpu_shapes(gpu_device *d, int reps) {
+  static const struct {
+    const char *what;
+    uint32_t m, n, k;
+  } shapes[] = {
+      {"tiny 3.4 s out", 43, 192, 192},    {"tiny 3.4 s q|k|v", 43, 576, 192},
+      {"tiny 3.4 s ffn up", 43, 768, 192}, {"tiny 3.4 s ffn down", 43, 192, 768},
+      {"parakeet 11 s ffn up", 138, 4096, 1024},
+  };
+  const gpu_wtype types[] = {GPU_F32, GPU_F16, GPU_Q8_0};
+  printf("%s: the portable GEMM against gemm_cpu\n", gpu_device_info(d)->name);
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    uint32_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
+    float *x = random_floats((size_t)m * k, 1.0f), *w = random_floats((size_t)n * k, 0.05f);
+    float *bias = random_floats(n, 0.1f);
+    float *out[2] = {malloc((size_t)m * n * sizeof(float)), malloc((size_t)m * n * sizeof(float))};
+    gpu_buffer *a, *c;
+    if (!out[0] || !out[1] || gpu_buffer_from(d, x, (size_t)m * k * sizeof *x, &a) ||
+        gpu_buffer_new(d, (size_t)m * n * sizeof(float), &c))
+      exit(1);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+      uint8_t *bytes = quant_encode(types[t], w, (size_t)n * k);
+      gpu_linear l;
+      if (gpu_linear_new(d, types[t], k, &(gpu_weight){bytes, n}, 1, bias, n, &l)) exit(1);
+      double ms[2], gmac = (double)m * n * k * 1e-9;
+      gpu_gemm_plan plan;
+      gpu_set_fast(d, true);
+      gpu_gemm_plan_for(d, &l, k, m, &plan);
+      if (!plan.cpu) {
+        printf("%-22s %-4s: gemm_cpu not used here\n", shapes[s].what, quant_names[types[t]]);
+        gpu_linear_free(&l);
+        free(bytes);
+        continue;
+      }
+      for (int fast = 0; fast < 2; fast++) {
+        gpu_set_fast(d, fast);
+        ms[fast] = time_gemm(d, a, &l, c, m, reps, out[fast]) * 1e3;
+      }
+      double top = 0, diff = 0;
+      for (size_t i = 0; i < (size_t)m * n; i++) {
+        top = fmax(top, fabs(out[0][i]));
+        diff = fmax(diff, fabs(out[0][i] - out[1][i]));
+      }
+      printf("%-22s %5u×%5u×%5u %-4s portable %8.3f ms %6.2f GMAC/s  gemm_cpu %8.3f ms %6.2f GMAC/s"
+             "  %.2fx  max diff %.1e\n", shapes[s].what, m, n, k, quant_names[types[t]], ms[0],
+             gmac / ms[0] * 1e3, ms[1], gmac / ms[1] * 1e3, ms[0] / ms[1], diff / top);
+      fflush(stdout);
+      gpu_linear_free(&l);
+      free(bytes);
+    }
+    gpu_buffer_free(c);
+    gpu_buffer_free(a);
+    free(x), free(w), free(bias), free(out[0]), free(out[1]);
+  }
+  gpu_close(d);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 10;
   gpu_device *d;
   if (reps < 1 || gpu_open(NULL, &d)) return 1;
+  if (argc > 2 && !strcmp(argv[2], "cpu")) return cpu_shapes(d, reps);
   static const struct {
     const char *what;
     uint32_t m, n, k;

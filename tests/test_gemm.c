@@ -30,6 +30,13 @@ static float *ref_dots(const float *a, const float *w, size_t m, size_t n, size_
  * conversion rounds a few values the other way. */
 #define A16_TOL 2e-4f
 
+/* Whether gpu_gemm runs m rows of l (rows of a lda apart) on gemm_cpu, as the device is set now. */
+static bool uses_gemm_cpu(const gpu_linear *l, size_t lda, size_t m) {
+  gpu_gemm_plan g;
+  gpu_gemm_plan_for(test_device(), l, (uint32_t)lda, (uint32_t)m, &g);
+  return g.cpu;
+}
+
 /* W [n][k] as two halves stacked, with `bias` of nbias values (0, n or n + dual). */
 static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm, const float *bias,
                       size_t nbias, int nepi) {
@@ -46,14 +53,18 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
   size_t padded = (n + 63) / 64 * 64, dual = nbias > n ? nbias - n : 0;
   size_t width = padded + dual;
   CHECK(gpu_linear_width(&l) == width, "width %u, want %zu", gpu_linear_width(&l), width);
-  /* The portable kernel, then each fast variant that passed its probe. */
-  for (int mi = 0; mi < nm * GPU_GEMM_VARIANTS; mi++) {
-    gpu_gemm_variant v = (gpu_gemm_variant)(mi / nm);
+  /* The portable kernel, then each fast variant that passed its probe, then
+   * gemm_cpu (a pass numbered GPU_GEMM_VARIANTS: fast kernels on and no
+   * variant forced) where it takes this layer. */
+  for (int mi = 0; mi < nm * (GPU_GEMM_VARIANTS + 1); mi++) {
+    bool cpu = mi / nm == GPU_GEMM_VARIANTS;
+    gpu_gemm_variant v = cpu ? GPU_GEMM_AUTO : (gpu_gemm_variant)(mi / nm);
     bool fast = v != GPU_GEMM_AUTO;
     if (fast && (t == GPU_F32 || !gpu_gemm_variant_ok(test_device(), v))) continue;
-    gpu_set_fast(test_device(), fast);
+    gpu_set_fast(test_device(), fast || cpu);
     gpu_gemm_force(test_device(), v);
     size_t m = ms[mi % nm];
+    if (cpu && !uses_gemm_cpu(&l, k, m)) continue;
     float *a = test_random(m * k, 3), *a16 = test_floats(m * k);
     bool round_a = fast && gpu_gemm_tiles[v].a16;
     for (size_t i = 0; i < m * k; i++) a16[i] = round_a ? f16_round(a[i]) : a[i];
@@ -79,7 +90,8 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
       float *got = test_run_read(rec, cb, m * width);
       char what[128];
       snprintf(what, sizeof what, "gemm%s%s %s m=%zu n=%zu k=%zu bias=%zu epilogue=%d",
-               fast ? " fast " : "", fast ? gpu_gemm_tiles[v].kernel : "", quant_names[t], m, n, k,
+               fast || cpu ? " fast " : "", fast ? gpu_gemm_tiles[v].kernel : cpu ? "gemm_cpu" : "",
+               quant_names[t], m, n, k,
                nbias, epilogues[e]);
       check_close(what, got, want, m * width, round_a ? A16_TOL : KERNEL_TOL);
       free(got);
@@ -102,7 +114,6 @@ static void one_layer(gpu_wtype t, size_t n, size_t k, const size_t *ms, int nm,
   free(w16);
 }
 
-/* a's rows apart by more than k (a slice of a wider activation). */
 /* weights_f16 (the f16 copy gemm_tc reads, made at load): every weight
  * rounded to nearest even exactly as the host's f32_to_f16, zeros past the
  * rows and past k, values spread over f16's normal, subnormal and overflow range. */
@@ -140,8 +151,12 @@ static void to_f16(gpu_wtype t, size_t n, size_t k) {
   free(w);
 }
 
-static void strided(void) {
-  const size_t n = 64, k = 96, lda = 160, m = 37;
+/* a's rows apart by more than k (a slice of a wider activation), F32
+ * weights (which the fast GEMM never takes): the portable kernel, then
+ * gemm_cpu where it passed its probe. lda % 4 != 0 is gemm_cpu's unaligned
+ * read, k % 32 != 0 its last chunk cut at k. */
+static void strided(size_t lda, size_t k) {
+  const size_t n = 64, m = 37;
   float *w = test_random(n * k, 11), *a = test_random(m * lda, 12), *bias = test_random(n, 13);
   gpu_weight part = {w, (uint32_t)n};
   gpu_linear l;
@@ -154,17 +169,25 @@ static void strided(void) {
       want[r * n + j] = (float)s;
     }
   float *zero = test_floats(m * n);
-  gpu_buffer *ab = test_upload(a, m * lda), *cb = test_upload(zero, m * n);
-  free(zero);
-  gpu_rec *rec = test_rec();
-  gpu_gemm_strided(rec, ab, (uint32_t)lda, &l, cb, (uint32_t)m, GPU_EPI_BIAS, 0);
-  float *got = test_run_read(rec, cb, m * n);
-  check_close("gemm with lda 160, k 96", got, want, m * n, KERNEL_TOL);
-  gpu_rec_free(rec);
+  gpu_buffer *ab = test_upload(a, m * lda);
+  for (int fast = 0; fast < 2; fast++) {
+    gpu_set_fast(test_device(), fast);
+    if (fast && !uses_gemm_cpu(&l, lda, m)) continue;
+    gpu_buffer *cb = test_upload(zero, m * n);
+    gpu_rec *rec = test_rec();
+    gpu_gemm_strided(rec, ab, (uint32_t)lda, &l, cb, (uint32_t)m, GPU_EPI_BIAS, 0);
+    float *got = test_run_read(rec, cb, m * n);
+    char what[64];
+    snprintf(what, sizeof what, "gemm%s with lda %zu, k %zu", fast ? "_cpu" : "", lda, k);
+    check_close(what, got, want, m * n, KERNEL_TOL);
+    gpu_rec_free(rec);
+    gpu_buffer_free(cb);
+    free(got);
+  }
+  gpu_set_fast(test_device(), true);
   gpu_buffer_free(ab);
-  gpu_buffer_free(cb);
   gpu_linear_free(&l);
-  free(w), free(a), free(bias), free(want), free(got);
+  free(w), free(a), free(bias), free(want), free(zero);
 }
 
 /* Forces variant v if it is one that splits k (the portable kernel or a
@@ -401,8 +424,14 @@ int main(void) {
            gpu_gemm_variant_ok(test_device(), (gpu_gemm_variant)v) ? "probe passed, tested too"
                                                                    : "not available");
   }
-  strided();
-  test_device();
+  gpu_device *d = test_device();
+  printf("GEMM for CPU devices (gemm_cpu): %s\n",
+         gpu_fast_passed(d, GPU_FAST_GEMM_CPU) ? "probe passed, tested too" : "not available");
+  /* On the devices it is written for, a failed probe is our bug, not the driver's. */
+  if (!strcmp(gpu_device_info(d)->type, "cpu") && gpu_fast_offered(d, GPU_FAST_GEMM_CPU))
+    CHECK(gpu_fast_passed(d, GPU_FAST_GEMM_CPU), "gemm_cpu failed its probe on a CPU device");
+  strided(160, 96);
+  strided(161, 70);
   const size_t n = 100, k = 96;
   const size_t ms[] = {1, 37, 70, 2100};
   float *bias = test_random(n + 64, 2);

@@ -79,6 +79,8 @@ typedef enum {
   GPU_FAST_ATTENTION_TC, /* flash attention on the tensor cores (flash_tc.comp), relative too */
   GPU_FAST_ATTENTION_MM, /* attention on the tensor cores, scores and values as two products
                             (attention_scores_tc.comp, attention_values_tc.comp); plain only */
+  GPU_FAST_GEMM_CPU,     /* the GEMM for CPU devices: a block of outputs per subgroup, no shared
+                            memory (gemm_cpu.comp); where the fast GEMM does not take it */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 

@@ -28,6 +28,12 @@
 #define A16_MIN_M 1024u
 #define A16_BYTES ((size_t)96 << 20)
 
+/* gemm_cpu.comp's block, rows of a × outputs per workgroup (its R × C):
+ * on lavapipe 8 × 8 beat 4 × 4, 8 × 4, 4 × 8, 16 × 4 and 16 × 8 on the tiny
+ * model and at 138 × 4096 × 1024 (docs/perf.md, eleventh session). */
+#define CPU_ROWS 8
+#define CPU_COLS 8
+
 /* Rows from which the 128×128 tile pays: below it too few workgroups fill the GPU. */
 #define GEMM_BIG_M 512
 
@@ -322,6 +328,8 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   bool a16 = is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES;
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
                          .a16 = a16};
+  if (v == GPU_GEMM_AUTO && gpu_fast_used(d, GPU_FAST_GEMM_CPU))
+    *out = (gpu_gemm_plan){.v = v, .bm = CPU_ROWS, .bn = CPU_COLS, .splits = 1, .kc = l->k, .cpu = true};
 }
 
 /* The LayerNorm gpu_gemm_norm folds into the split-k reduce. */
@@ -346,7 +354,9 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
   gpu_gemm_variant v = g->v;
   bool split = g->split;
   gpu_wtype wt = is_tc(v) && l->w16 ? GPU_F16 : l->type;
-  gpu_kernel *k = v == GPU_GEMM_AUTO ? gpu_rec_kernel(rec, "gemm", &spec, 1)
+  uint32_t cspec[5] = {l->type, g->bm, g->bn, d->info.subgroup_size, lda % 4 == 0};
+  gpu_kernel *k = g->cpu             ? gpu_rec_kernel(rec, "gemm_cpu", cspec, 5)
+                  : v == GPU_GEMM_AUTO ? gpu_rec_kernel(rec, "gemm", &spec, 1)
                   : g->a16           ? gpu_gemm_kernel_a16(rec, v, wt)
                                      : gpu_gemm_kernel(rec, v, wt);
   gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;

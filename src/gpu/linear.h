@@ -143,6 +143,7 @@ typedef struct {
   uint32_t bm, bn, splits, kc;
   bool split;
   bool a16; /* a is first written in f16 (pack.comp) for gemm_tc to read (gpu_gemm_a16) */
+  bool cpu; /* v is AUTO and the kernel gemm_cpu.comp (GPU_FAST_GEMM_CPU; never splits k) */
 } gpu_gemm_plan;
 void gpu_gemm_plan_for(const gpu_device *dev, const gpu_linear *l, uint32_t lda, uint32_t m,
                        gpu_gemm_plan *out);

@@ -223,6 +223,25 @@ static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   gpu_attention(rec, &l);
 }
 
+/* gemm_cpu (it runs only where the fast GEMM does not take the layer: F32
+ * weights here, which the fast GEMM never takes). Check: two F32 layers of
+ * 64 outputs read from w, biases from g, over 37 rows of x: k 96 with a's
+ * rows 400 apart (read 4 at a time), then k 70 (its last chunk cut at k)
+ * with rows 399 apart (read one at a time) added by the residual epilogue.
+ * Timing: Parakeet's t = rows, k = cols, 256 outputs. */
+static void probe_gemm_cpu(gpu_rec *rec, probe_bufs *b) {
+  if (b->timing) {
+    gpu_linear l = {.n = 256, .rows = 256, .k = b->cols, .wk = b->cols, .type = GPU_F32,
+                    .w = b->w, .bias = b->g};
+    gpu_gemm_strided(rec, b->x, 2 * b->cols, &l, b->y, b->rows, GPU_EPI_BIAS, 1.0f);
+    return;
+  }
+  gpu_linear l = {.n = 64, .rows = 64, .k = 96, .wk = 96, .type = GPU_F32, .w = b->w, .bias = b->g};
+  gpu_gemm_strided(rec, b->x, 2 * b->cols, &l, b->y, b->rows, GPU_EPI_BIAS, 1.0f);
+  l.k = 70;
+  gpu_gemm_strided(rec, b->x, 2 * b->cols - 1, &l, b->y, b->rows, GPU_EPI_RESIDUAL, 0.5f);
+}
+
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
 
 /* Runs `op` with fast kernel k off, then on, and compares: within `tol` of
@@ -308,15 +327,18 @@ static const struct {
     [GPU_FAST_ATTENTION] = {138, 1024},    /* t, 8 heads of 128 */
     [GPU_FAST_ATTENTION_TC] = {1000, 1024}, /* t, 8 heads of 128, relative */
     [GPU_FAST_ATTENTION_MM] = {1000, 512},  /* t, 8 heads of 64 (Whisper's head size) */
+    [GPU_FAST_GEMM_CPU] = {138, 1024},      /* t × k, 256 outputs */
 };
 
 /* flash.comp is written for lavapipe (one query per invocation, no shared
  * memory): on a GPU it is not used whatever its times — the H200 timed it
  * level with the portable path at 8 heads of 128, the choice flipping from
  * call to call, while at Whisper's 20 heads of 64 over 1500 frames it took
- * 5.0 ms against 0.8. */
+ * 5.0 ms against 0.8. gemm_cpu.comp too (a block of outputs per subgroup,
+ * no shared memory): a GPU's shared-memory tiles are what it is not. */
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
-  if (k == GPU_FAST_ATTENTION && strcmp(d->info.type, "cpu") != 0) return "written for CPU devices";
+  bool gpu = strcmp(d->info.type, "cpu") != 0;
+  if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU) && gpu) return "written for CPU devices";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
    * off on the H200, where it was never timed faster anyway. */
@@ -433,6 +455,9 @@ static const struct {
      * lanes by shuffles). */
     [GPU_FAST_ATTENTION_MM] = {"attention scores and values (tensor cores)", probe_attention_mm,
                                SG_SHUFFLE, true, 1e-4f},
+    /* Its sums in another order: ~1e-6 of the largest output. */
+    [GPU_FAST_GEMM_CPU] = {"GEMM for CPU devices (subgroups)", probe_gemm_cpu, SG_ARITHMETIC, false,
+                           1e-5f},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
