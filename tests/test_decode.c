@@ -46,7 +46,12 @@ static void gemv_case(gpu_wtype t, size_t n, size_t k, size_t nbias, int nepi, u
   }
   float *c0 = test_random(c_off + width + 5, 4); /* 5 more values that must stay */
   gpu_buffer *ab = test_upload(a, a_off + k);
-  for (int e = 0; e < nepi; e++) {
+  /* gemv.comp, then gemv_fast where it passed its probe. */
+  gpu_device *d = test_device();
+  for (int ef = 0; ef < 2 * nepi; ef++) {
+    int e = ef % nepi, fast = ef / nepi;
+    if (fast && !gpu_fast_passed(d, GPU_FAST_GEMV)) break;
+    gpu_set_fast(d, fast);
     gpu_epi epi = nepi == 1 ? GPU_EPI_BIAS : epilogues[e];
     float alpha = epi == GPU_EPI_SCALE ? 1.75f : 0.5f;
     float *want = test_floats(c_off + width + 5);
@@ -61,14 +66,15 @@ static void gemv_case(gpu_wtype t, size_t n, size_t k, size_t nbias, int nepi, u
     gpu_gemv(rec, ab, a_off, &l, cb, c_off, epi, alpha);
     float *got = test_run_read(rec, cb, c_off + width + 5);
     char what[128];
-    snprintf(what, sizeof what, "gemv %s n=%zu k=%zu bias=%zu epilogue=%d a_off=%u c_off=%u",
-             quant_names[t], n, k, nbias, epi, a_off, c_off);
+    snprintf(what, sizeof what, "gemv%s %s n=%zu k=%zu bias=%zu epilogue=%d a_off=%u c_off=%u",
+             fast ? "_fast" : "", quant_names[t], n, k, nbias, epi, a_off, c_off);
     check_close(what, got, want, c_off + width + 5, KERNEL_TOL);
     free(got);
     free(want);
     gpu_rec_free(rec);
     gpu_buffer_free(cb);
   }
+  gpu_set_fast(d, true);
   gpu_buffer_free(ab);
   gpu_linear_free(&l);
   free(a);
@@ -266,7 +272,13 @@ static void bad_arguments(void) {
 }
 
 int main(void) {
-  test_device();
+  gpu_device *d = test_device();
+  printf("gemv (subgroups): %s\n", gpu_fast_passed(d, GPU_FAST_GEMV) ? "probe passed, tested too"
+                                   : gpu_fast_offered(d, GPU_FAST_GEMV) ? "probe FAILED"
+                                                                          : "not offered");
+  /* Subgroup arithmetic is all it needs: where offered, a failed probe is our bug. */
+  if (gpu_fast_offered(d, GPU_FAST_GEMV))
+    CHECK(gpu_fast_passed(d, GPU_FAST_GEMV), "gemv_fast failed its probe");
   for (gpu_wtype t = GPU_F32; t <= GPU_Q8_0; t++) {
     gemv_case(t, 100, 96, 100, NEPI, 0, 3); /* the seed's: outputs from 3 on */
     gemv_case(t, 100, 96, 0, 1, 5, 0);      /* zero bias, a at 5 */
@@ -276,6 +288,7 @@ int main(void) {
     if (t == GPU_Q8_0) continue; /* Q8_0 rows are whole blocks of 32 */
     gemv_case(t, 100, 37, 100, NEPI, 1, 0); /* rows stored padded to 64 weights */
     gemv_case(t, 70, 162, 70, 1, 0, 0);
+    gemv_case(t, 64, 70, 128, NEPI, 3, 64); /* gemv_fast's probe: a from 3, the last chunk cut */
     embed_case(t, 37);
   }
   gemv_case(GPU_F16, 51866, 1280, 0, 1, 0, 0); /* Whisper's vocabulary head */

@@ -6,6 +6,7 @@
 
 #define MAX_GROUPS 65535u
 #define GEMV_ROWS 8  /* rows per gemv workgroup */
+#define GEMV_FAST_ROWS 4 /* ... per gemv_fast workgroup (a divisor of 64) */
 #define GROUP 256    /* invocations per embed and pack workgroup */
 #define MAX_HEAD_DIM 256
 #define ATTEND_CHUNK 256 /* keys per split (attend.comp's CHUNK) */
@@ -42,15 +43,18 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
   if (!holds(rec, "gemv", "a", a, (uint64_t)a_off + l->k) ||
       !holds(rec, "gemv", "c", c, (uint64_t)c_off + l->n + l->dual))
     return;
-  uint32_t spec = l->type;
-  gpu_kernel *k = gpu_rec_kernel(rec, "gemv", &spec, 1);
+  gpu_device *d = gpu_rec_device(rec);
+  bool fast = gpu_fast_used(d, GPU_FAST_GEMV) && gpu_device_info(d)->subgroup_size >= 4;
+  uint32_t spec[3] = {l->type, GEMV_FAST_ROWS, a_off % 4 == 0};
+  gpu_kernel *k = fast ? gpu_rec_kernel(rec, "gemv_fast", spec, 3) : gpu_rec_kernel(rec, "gemv", spec, 1);
   struct {
     uint32_t n, k, mode;
     float alpha;
     uint32_t dual, a_off, c_off, wk;
   } push = {l->n, l->k, epi, alpha, l->dual, a_off, c_off, l->wk};
   gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
-  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, capped(l->n / GEMV_ROWS), 1, 1);
+  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push,
+               capped(l->n / (fast ? GEMV_FAST_ROWS : GEMV_ROWS)), 1, 1);
 }
 
 void gpu_embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *pos, uint32_t pos_off,

@@ -81,6 +81,8 @@ typedef enum {
                             (attention_scores_tc.comp, attention_values_tc.comp); plain only */
   GPU_FAST_GEMM_CPU,     /* the GEMM for CPU devices: a block of outputs per subgroup, no shared
                             memory (gemm_cpu.comp); where the fast GEMM does not take it */
+  GPU_FAST_GEMV,         /* a decoder's one-row product: every invocation a 16-byte word of each
+                            of a few rows, subgroup sums (gemv_fast.comp) */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "gpu/attention.h"
 #include "gpu/conv.h"
+#include "gpu/decode.h"
 #include "gpu/internal.h"
 #include "gpu/linear.h"
 #include "gpu/norm.h"
@@ -242,6 +243,27 @@ static void probe_gemm_cpu(gpu_rec *rec, probe_bufs *b) {
   gpu_gemm_strided(rec, b->x, 2 * b->cols - 1, &l, b->y, b->rows, GPU_EPI_RESIDUAL, 0.5f);
 }
 
+/* gemv_fast. Check: an F32 layer of 128 rows from w, biases from g, k 96
+ * from x's start into y; then its first 64 rows at k 70 from x[3] (a read
+ * one value at a time, the last chunk cut at k) added by the residual
+ * epilogue into y from 64 on (what the first wrote: both runs of the probe
+ * start from the same values), with 64 dual outputs after. Timing: a
+ * decoder's cols × cols layer (Whisper turbo's 1280). */
+static void probe_gemv(gpu_rec *rec, probe_bufs *b) {
+  if (b->timing) {
+    gpu_linear l = {.n = b->cols, .rows = b->cols, .k = b->cols, .wk = b->cols, .type = GPU_F32,
+                    .w = b->w, .bias = b->g};
+    gpu_gemv(rec, b->x, 0, &l, b->y, 0, GPU_EPI_BIAS, 1.0f);
+    return;
+  }
+  gpu_linear l = {.n = 128, .rows = 128, .k = 96, .wk = 96, .type = GPU_F32, .w = b->w, .bias = b->g};
+  gpu_gemv(rec, b->x, 0, &l, b->y, 0, GPU_EPI_BIAS, 1.0f);
+  l.n = l.rows = 64;
+  l.k = 70;
+  l.dual = 64;
+  gpu_gemv(rec, b->x, 3, &l, b->y, 64, GPU_EPI_RESIDUAL, 0.5f);
+}
+
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
 
 /* Runs `op` with fast kernel k off, then on, and compares: within `tol` of
@@ -328,6 +350,7 @@ static const struct {
     [GPU_FAST_ATTENTION_TC] = {1000, 1024}, /* t, 8 heads of 128, relative */
     [GPU_FAST_ATTENTION_MM] = {1000, 512},  /* t, 8 heads of 64 (Whisper's head size) */
     [GPU_FAST_GEMM_CPU] = {138, 1024},      /* t × k, 256 outputs */
+    [GPU_FAST_GEMV] = {1280, 1280},         /* a 1280 × 1280 layer (Whisper turbo's decoder) */
 };
 
 /* flash.comp is written for lavapipe (one query per invocation, no shared
@@ -339,6 +362,10 @@ static const struct {
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   bool gpu = strcmp(d->info.type, "cpu") != 0;
   if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU) && gpu) return "written for CPU devices";
+  /* gemv_fast's workgroup is 32 of lavapipe's subgroups meeting at a
+   * barrier, each with a few reads: Whisper's tiny decoder ran 1.9–2.0×
+   * slower with it there (docs/perf.md, eleventh session). */
+  if (k == GPU_FAST_GEMV && !gpu) return "written for GPUs";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
    * off on the H200, where it was never timed faster anyway. */
@@ -458,6 +485,7 @@ static const struct {
     /* Its sums in another order: ~1e-6 of the largest output. */
     [GPU_FAST_GEMM_CPU] = {"GEMM for CPU devices (subgroups)", probe_gemm_cpu, SG_ARITHMETIC, false,
                            1e-5f},
+    [GPU_FAST_GEMV] = {"gemv (subgroups)", probe_gemv, SG_ARITHMETIC, false, 1e-5f},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
