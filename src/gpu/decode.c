@@ -1,12 +1,14 @@
 #include "gpu/decode.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "base/error.h"
 
 #define MAX_GROUPS 65535u
 #define GEMV_ROWS 8  /* rows per gemv workgroup */
-#define GEMV_FAST_ROWS 4 /* ... per gemv_fast workgroup (a divisor of 64) */
+#define GEMV_FAST_ROWS 4 /* ... per gemv_fast workgroup of 256 (a divisor of 64) */
+#define GEMV_CPU_ROWS 8  /* ... of one subgroup, on a CPU device */
 #define GROUP 256    /* invocations per embed and pack workgroup */
 #define MAX_HEAD_DIM 256
 #define ATTEND_CHUNK 256 /* keys per split (attend.comp's CHUNK) */
@@ -44,9 +46,14 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
       !holds(rec, "gemv", "c", c, (uint64_t)c_off + l->n + l->dual))
     return;
   gpu_device *d = gpu_rec_device(rec);
-  bool fast = gpu_fast_used(d, GPU_FAST_GEMV) && gpu_device_info(d)->subgroup_size >= 4;
-  uint32_t spec[3] = {l->type, GEMV_FAST_ROWS, a_off % 4 == 0};
-  gpu_kernel *k = fast ? gpu_rec_kernel(rec, "gemv_fast", spec, 3) : gpu_rec_kernel(rec, "gemv", spec, 1);
+  const gpu_info *info = gpu_device_info(d);
+  uint32_t sg = info->subgroup_size;
+  bool fast = gpu_fast_used(d, GPU_FAST_GEMV) && sg >= 4 && sg <= 256;
+  /* A CPU device's workgroup is one subgroup (gemv_fast.comp). */
+  bool cpu = !strcmp(info->type, "cpu");
+  uint32_t rows = cpu ? GEMV_CPU_ROWS : GEMV_FAST_ROWS;
+  uint32_t spec[4] = {l->type, rows, a_off % 4 == 0, cpu ? sg : 256};
+  gpu_kernel *k = fast ? gpu_rec_kernel(rec, "gemv_fast", spec, 4) : gpu_rec_kernel(rec, "gemv", spec, 1);
   struct {
     uint32_t n, k, mode;
     float alpha;
@@ -54,7 +61,7 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
   } push = {l->n, l->k, epi, alpha, l->dual, a_off, c_off, l->wk};
   gpu_buffer *bufs[] = {a, l->bias, c, l->w, l->scales ? l->scales : l->bias};
   gpu_dispatch(rec, k, bufs, 5, &push, sizeof push,
-               capped(l->n / (fast ? GEMV_FAST_ROWS : GEMV_ROWS)), 1, 1);
+               capped(l->n / (fast ? rows : GEMV_ROWS)), 1, 1);
 }
 
 void gpu_embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *pos, uint32_t pos_off,

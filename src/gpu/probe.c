@@ -362,10 +362,6 @@ static const struct {
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   bool gpu = strcmp(d->info.type, "cpu") != 0;
   if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU) && gpu) return "written for CPU devices";
-  /* gemv_fast's workgroup is 32 of lavapipe's subgroups meeting at a
-   * barrier, each with a few reads: Whisper's tiny decoder ran 1.9–2.0×
-   * slower with it there (docs/perf.md, eleventh session). */
-  if (k == GPU_FAST_GEMV && !gpu) return "written for GPUs";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
    * off on the H200, where it was never timed faster anyway. */

@@ -3,15 +3,18 @@
 // row of a linear layer (see there for the bindings, layouts and push
 // constants).
 //
-// A workgroup of 256 takes R rows of W. Every invocation reads chunks of
-// V consecutive weights, one 16-byte word of each of the R rows (V = 4 F32,
-// 8 F16 or BF16, 16 Q8_0; rows are wk long, wk a multiple of 32) and the V
-// values of a under them, chunks 256 apart: a decoder's layer (1280 × 1280
-// F16) is read in one or two words an invocation, all in flight at once,
-// where gemv.comp's 32 invocations a row each walk it in ten dependent steps
-// and sum through a tree of five barriers. The R partial dots are added by
-// subgroupAdd, the subgroups' sums through shared memory after one barrier,
-// in subgroup order. W is converted to f32 exactly; sums in f32.
+// A workgroup of THREADS takes R rows of W. Every invocation reads chunks
+// of V consecutive weights, one 16-byte word of each of the R rows (V = 4
+// F32, 8 F16 or BF16, 16 Q8_0; rows are wk long, wk a multiple of 32) and
+// the V values of a under them, chunks THREADS apart. On a GPU (THREADS
+// 256, R 4) a decoder's layer (1280 × 1280 F16) is read in one or two words
+// an invocation, all in flight at once, where gemv.comp's 32 invocations a
+// row each walk it in ten dependent steps and sum through a tree of five
+// barriers. On a CPU device the workgroup is one subgroup (THREADS = its
+// size, R 8): lavapipe makes every read a loop over the lanes, and a read of
+// a feeds R rows. The R partial dots are added by subgroupAdd, the
+// subgroups' sums through shared memory after one barrier, in subgroup
+// order. W is converted to f32 exactly; sums in f32.
 //
 // ALIGNED (a_off % 4 == 0) reads a 4 values at a time; else one at a time.
 #extension GL_GOOGLE_include_directive : require
@@ -19,10 +22,11 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 3) in;
 layout(constant_id = 0) const uint WTYPE = 0;
 layout(constant_id = 1) const uint R = 4; // rows per workgroup (a divisor of 64)
 layout(constant_id = 2) const bool ALIGNED = true;
+layout(constant_id = 3) const uint THREADS = 256; // a multiple of the subgroup size, ≤ 256
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
@@ -38,7 +42,7 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint V = WTYPE == W_F32 ? 4 : WTYPE == W_Q8_0 ? 16 : 8;
-const uint MAX_SUBGROUPS = 64; // 256 invocations in subgroups of 4 or more
+const uint MAX_SUBGROUPS = 64; // ≤ 256 invocations in subgroups of 4 or more
 shared float red[R][MAX_SUBGROUPS];
 
 // a[a_off + x .. + 3], zeros from k on (x % 4 == 0).
@@ -73,7 +77,7 @@ void main() {
   for (uint row0 = gl_WorkGroupID.x * R; row0 < p.n; row0 += gl_NumWorkGroups.x * R) {
     float part[R];
     for (uint r = 0; r < R; r++) part[r] = 0.0;
-    for (uint x = t * V; x < p.k; x += 256 * V) {
+    for (uint x = t * V; x < p.k; x += THREADS * V) {
       vec4 av[V / 4];
       for (uint e = 0; e < V / 4; e++) av[e] = a_four(x + 4 * e);
       for (uint r = 0; r < R; r++) part[r] += chunk_dot(row0 + r, x, av);
