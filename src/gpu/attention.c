@@ -1,7 +1,6 @@
 #include "gpu/attention.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,7 +251,8 @@ static void flash(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
  * scores took 40 µs in 16 steps of 8 on the H200) the tiles of 32 (4× the
  * workgroups) and the scores' longest steps whose shared arrays the device
  * holds (644 bytes a step at 32; 1 292 at 64). A large grid (batches, long
- * clips) keeps 64 and steps of 8. */
+ * clips) keeps 64 and steps of 8. (Chosen on the H200 with an environment
+ * knob for the shape, removed since: docs/perf.md, tenth session.) */
 typedef struct {
   uint32_t scores_step, scores_tile, values_tile;
 } portable_shape;
@@ -263,12 +263,6 @@ static portable_shape shape(const gpu_rec *rec, const gpu_attn *a, uint32_t z) {
   portable_shape p = {8, t64 * t64 * z < 512 ? 32 : 64, h64 * t64 * z < 512 ? 32 : 64};
   for (uint32_t k = 32; p.scores_tile == 32 && k > 8 && p.scores_step == 8; k /= 2)
     if (a->head_dim % k == 0 && 644 * k <= room) p.scores_step = k;
-  /* STENO_ATTN_SHAPE=STEP,TILE,TILE (experiments): those where they fit. */
-  const char *e = getenv("STENO_ATTN_SHAPE");
-  unsigned k, ts, tv;
-  if (e && sscanf(e, "%u,%u,%u", &k, &ts, &tv) == 3 && (k == 8 || k == 16 || k == 32) &&
-      (ts == 32 || ts == 64) && (tv == 32 || tv == 64) && (ts == 64 ? 1292 : 644) * k <= room)
-    p = (portable_shape){k, ts, tv};
   return p;
 }
 
