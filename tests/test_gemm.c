@@ -432,6 +432,15 @@ int main(void) {
     CHECK(gpu_fast_passed(d, GPU_FAST_GEMM_CPU), "gemm_cpu failed its probe on a CPU device");
   strided(160, 96);
   strided(161, 70);
+  if (gpu_fast_passed(d, GPU_FAST_GEMM_CPU)) { /* its grid's rows: one per 8 rows of a, ≤ 65 535 */
+    float w[64 * 32] = {0};
+    gpu_linear l;
+    CHECK_OK(gpu_linear_new(d, GPU_F32, 32, &(gpu_weight){w, 64}, 1, NULL, 0, &l));
+    gpu_set_fast(d, true);
+    CHECK(uses_gemm_cpu(&l, 32, 65535 * 8), "gemm_cpu not taken at 524 280 rows");
+    CHECK(!uses_gemm_cpu(&l, 32, 65535 * 8 + 1), "gemm_cpu taken past 65 535 workgroup rows");
+    gpu_linear_free(&l);
+  }
   const size_t n = 100, k = 96;
   const size_t ms[] = {1, 37, 70, 2100};
   float *bias = test_random(n + 64, 2);

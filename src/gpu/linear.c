@@ -328,7 +328,9 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   bool a16 = is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES;
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
                          .a16 = a16};
-  if (v == GPU_GEMM_AUTO && gpu_fast_used(d, GPU_FAST_GEMM_CPU))
+  /* gemm_cpu's grid has a row of workgroups per 8 rows: up to Vulkan's 65 535. */
+  bool cpu_fits = (m + CPU_ROWS - 1) / CPU_ROWS <= 65535;
+  if (v == GPU_GEMM_AUTO && gpu_fast_used(d, GPU_FAST_GEMM_CPU) && cpu_fits)
     *out = (gpu_gemm_plan){.v = v, .bm = CPU_ROWS, .bn = CPU_COLS, .splits = 1, .kc = l->k, .cpu = true};
 }
 
