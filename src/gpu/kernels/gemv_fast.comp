@@ -55,8 +55,13 @@ vec4 a_four(uint x) {
   return v;
 }
 
-// a's chunk at x against W[row]'s: the sum of their V products.
-float chunk_dot(uint row, uint x, vec4 av[V / 4]) {
+// a's chunk being read: its first V / 4 vectors. (Not a parameter sized by
+// the spec constant: glslang took such a function's calls for another type
+// in some runs and not in others.)
+vec4 av[4];
+
+// av against W[row]'s chunk at x: the sum of their V products.
+float chunk_dot(uint row, uint x) {
   uint at = row * p.wk + x; // in weights
   uvec4 q = w4[at / V];
   if (WTYPE == W_F32) return dot(av[0], uintBitsToFloat(q));
@@ -78,9 +83,8 @@ void main() {
     float part[R];
     for (uint r = 0; r < R; r++) part[r] = 0.0;
     for (uint x = t * V; x < p.k; x += THREADS * V) {
-      vec4 av[V / 4];
       for (uint e = 0; e < V / 4; e++) av[e] = a_four(x + 4 * e);
-      for (uint r = 0; r < R; r++) part[r] += chunk_dot(row0 + r, x, av);
+      for (uint r = 0; r < R; r++) part[r] += chunk_dot(row0 + r, x);
     }
     for (uint r = 0; r < R; r++) {
       float s = subgroupAdd(part[r]);
