@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/error.h"
 #include "gpu/decode.h"
@@ -45,7 +44,7 @@ static uint32_t flash_hd(uint32_t head_dim) {
  * 800 keys and wrong at 900, 64 right at 1 500, 80 at 1 200 — about 10 + hd/2
  * iterations per key; the bound keeps a margin. */
 static bool flash_fits(const gpu_device *d, uint32_t t, uint32_t hd) {
-  return strcmp(gpu_device_info(d)->type, "cpu") != 0 || (uint64_t)t * (12 + hd / 2) < 60000;
+  return !gpu_device_is_cpu(d) || (uint64_t)t * (12 + hd / 2) < 60000;
 }
 
 /* Plain attention only for now: flash.comp's RELATIVE variant hangs on

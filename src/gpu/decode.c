@@ -1,7 +1,6 @@
 #include "gpu/decode.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "base/error.h"
 
@@ -50,7 +49,7 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
   uint32_t sg = info->subgroup_size;
   bool fast = gpu_fast_used(d, GPU_FAST_GEMV) && sg >= 4 && sg <= 256;
   /* A CPU device's workgroup is one subgroup (gemv_fast.comp). */
-  bool cpu = !strcmp(info->type, "cpu");
+  bool cpu = gpu_device_is_cpu(d);
   uint32_t rows = cpu ? GEMV_CPU_ROWS : GEMV_FAST_ROWS;
   uint32_t spec[4] = {l->type, rows, a_off % 4 == 0, cpu ? sg : 256};
   gpu_kernel *k = fast ? gpu_rec_kernel(rec, "gemv_fast", spec, 4) : gpu_rec_kernel(rec, "gemv", spec, 1);

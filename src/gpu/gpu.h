@@ -59,6 +59,8 @@ int gpu_list(gpu_info **out, int *count);
 int gpu_open(const steno_model_params *params, gpu_device **out);
 void gpu_close(gpu_device *dev);
 const gpu_info *gpu_device_info(const gpu_device *dev);
+/* Whether the device is a CPU (lavapipe): some kernels have a shape of their own there. */
+bool gpu_device_is_cpu(const gpu_device *dev);
 
 /* Whether the fast GEMM (cooperative matrices) passed its probe on this device. */
 bool gpu_fast_gemm(const gpu_device *dev);

@@ -224,6 +224,12 @@ static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   gpu_attention(rec, &l);
 }
 
+/* An F32 layer of n outputs × k over the probe's buffers: weights from w
+ * (rows k apart, so k must be a multiple of 32 as wk), biases from g. */
+static gpu_linear probe_layer(const probe_bufs *b, uint32_t n, uint32_t k) {
+  return (gpu_linear){.n = n, .rows = n, .k = k, .wk = k, .type = GPU_F32, .w = b->w, .bias = b->g};
+}
+
 /* gemm_cpu (it runs only where the fast GEMM does not take the layer: F32
  * weights here, which the fast GEMM never takes). Check: two F32 layers of
  * 64 outputs read from w, biases from g, over 37 rows of x: k 96 with a's
@@ -232,12 +238,11 @@ static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
  * Timing: Parakeet's t = rows, k = cols, 256 outputs. */
 static void probe_gemm_cpu(gpu_rec *rec, probe_bufs *b) {
   if (b->timing) {
-    gpu_linear l = {.n = 256, .rows = 256, .k = b->cols, .wk = b->cols, .type = GPU_F32,
-                    .w = b->w, .bias = b->g};
+    gpu_linear l = probe_layer(b, 256, b->cols);
     gpu_gemm_strided(rec, b->x, 2 * b->cols, &l, b->y, b->rows, GPU_EPI_BIAS, 1.0f);
     return;
   }
-  gpu_linear l = {.n = 64, .rows = 64, .k = 96, .wk = 96, .type = GPU_F32, .w = b->w, .bias = b->g};
+  gpu_linear l = probe_layer(b, 64, 96);
   gpu_gemm_strided(rec, b->x, 2 * b->cols, &l, b->y, b->rows, GPU_EPI_BIAS, 1.0f);
   l.k = 70;
   gpu_gemm_strided(rec, b->x, 2 * b->cols - 1, &l, b->y, b->rows, GPU_EPI_RESIDUAL, 0.5f);
@@ -251,12 +256,11 @@ static void probe_gemm_cpu(gpu_rec *rec, probe_bufs *b) {
  * decoder's cols × cols layer (Whisper turbo's 1280). */
 static void probe_gemv(gpu_rec *rec, probe_bufs *b) {
   if (b->timing) {
-    gpu_linear l = {.n = b->cols, .rows = b->cols, .k = b->cols, .wk = b->cols, .type = GPU_F32,
-                    .w = b->w, .bias = b->g};
+    gpu_linear l = probe_layer(b, b->cols, b->cols);
     gpu_gemv(rec, b->x, 0, &l, b->y, 0, GPU_EPI_BIAS, 1.0f);
     return;
   }
-  gpu_linear l = {.n = 128, .rows = 128, .k = 96, .wk = 96, .type = GPU_F32, .w = b->w, .bias = b->g};
+  gpu_linear l = probe_layer(b, 128, 96);
   gpu_gemv(rec, b->x, 0, &l, b->y, 0, GPU_EPI_BIAS, 1.0f);
   l.n = l.rows = 64;
   l.k = 70;
@@ -360,7 +364,7 @@ static const struct {
  * 5.0 ms against 0.8. gemm_cpu.comp too (a block of outputs per subgroup,
  * no shared memory): a GPU's shared-memory tiles are what it is not. */
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
-  bool gpu = strcmp(d->info.type, "cpu") != 0;
+  bool gpu = !gpu_device_is_cpu(d);
   if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU) && gpu) return "written for CPU devices";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
@@ -516,7 +520,7 @@ void gpu_probe_fast(gpu_device *d) {
    * they pass. Elsewhere each is timed against its portable twin, as the
    * H200 showed most of them slower. STENO_FAST_TIMED times them anywhere
    * (a test of the timing itself). */
-  bool timed = strcmp(d->info.type, "cpu") != 0 || d->fast_policy == STENO_FAST_TIMED;
+  bool timed = !gpu_device_is_cpu(d) || d->fast_policy == STENO_FAST_TIMED;
   for (int k = 0; k < GPU_FAST_KINDS; k++) {
     const char *why = gpu_fast_untimed(d, (gpu_fast_kernel)k);
     if (passed[k] && why) log_info("fast %s: not used here: %s", gpu_fast_name((gpu_fast_kernel)k), why);

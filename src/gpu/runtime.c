@@ -933,6 +933,7 @@ void gpu_close(gpu_device *d) {
 }
 
 const gpu_info *gpu_device_info(const gpu_device *d) { return &d->info; }
+bool gpu_device_is_cpu(const gpu_device *d) { return !strcmp(d->info.type, "cpu"); }
 bool gpu_fast_gemm(const gpu_device *d) { return d->fast_gemm; }
 void gpu_set_fast(gpu_device *d, bool on) { d->use_fast = on ? GPU_FAST_ALL : GPU_FAST_OFF; }
 bool gpu_using_fast(const gpu_device *d) { return d->use_fast != GPU_FAST_OFF && d->fast_gemm; }
