@@ -11,9 +11,9 @@
 // C outputs and walks k with each lane taking 4 consecutive k of every chunk
 // of 4·LANES: a read of 4 values of each of its R rows and 4 weights of each
 // of its C columns feeds 4·R·C products. The lanes' partial sums are added
-// by subgroupAdd at the end, and each lane writes every LANES-th output. W is converted to f32 exactly (Q8_0: scale
-// times int8, as gemm.comp); sums in f32. No split k (p.splits is 1: a CPU
-// has few cores to fill).
+// by subgroupAdd at the end, and each lane writes every LANES-th output. W
+// is converted to f32 exactly (Q8_0: scale times int8, as gemm.comp); sums
+// in f32. No split k (p.splits is 1: a CPU has few cores to fill).
 //
 // ALIGNED (a's rows start at multiples of 4 floats: lda % 4 == 0) reads a
 // 4 floats at a time; else one at a time.
