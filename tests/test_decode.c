@@ -1,12 +1,14 @@
 /* gemv, embed, attend, pack: the seed's gemv_and_embed and attend_and_pack
  * tests, every weight type and epilogue, dual outputs and offsets, Whisper's
  * vocabulary head, attention at the head shapes of Whisper and Moonshine over
- * 1..1500 keys, bit-exact packing, and bad arguments. */
+ * 1..1500 keys, bit-exact packing, and bad arguments; ts_greedy (Whisper's
+ * greedy step) against decode/whisper.c's rules on random logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/half.h"
+#include "decode/whisper.h"
 #include "gpu/decode.h"
 #include "gpu_test.h"
 #include "quant.h"
@@ -111,6 +113,25 @@ static void embed_case(gpu_wtype t, size_t k) {
   snprintf(what, sizeof what, "embed %s k=%zu token 99, no positions, at 10", quant_names[t], k);
   check_close(what, got, want, 10 + k, KERNEL_TOL);
   free(got);
+
+  /* The token from a buffer of ids: ids[2] = 42; an id past the table is row 0. */
+  uint32_t idv[4] = {5, 99, 42, 1000};
+  gpu_buffer *ib;
+  CHECK_OK(gpu_buffer_from(test_device(), idv, sizeof idv, &ib));
+  for (int at = 2; at < 4; at++) {
+    uint32_t row = at == 2 ? 42 : 0;
+    for (size_t i = 0; i < k; i++) want[i] = w[row * k + i] + pos[i] + bias[i];
+    gpu_rec_begin(rec);
+    gpu_embed_from(rec, &l, ib, (uint32_t)at, pb, 0, cb, 0);
+    got = test_run_read(rec, cb, k);
+    snprintf(what, sizeof what, "embed %s k=%zu, token ids[%d] = %u", quant_names[t], k, at, idv[at]);
+    check_close(what, got, want, k, KERNEL_TOL);
+    free(got);
+  }
+  gpu_rec_begin(rec);
+  gpu_embed_from(rec, &l, ib, 4, pb, 0, cb, 0); /* ids holds 4 */
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "embed from ids[4] of 4 accepted");
+  gpu_buffer_free(ib);
   gpu_rec_free(rec);
   gpu_buffer_free(pb);
   gpu_buffer_free(cb);
@@ -233,6 +254,109 @@ static void pack_cases(void) {
 }
 
 /* Bad shapes become an error from gpu_rec_run, with nothing dispatched. */
+
+/* ---- ts_greedy ---- */
+
+/* A vocabulary for ts_greedy's cases: Whisper's multilingual ids, or a small one. */
+typedef struct {
+  int vocab, eot, no_ts;
+} ts_vocab;
+
+/* One step: logits x, the ids gen[0..n), every-step and first-step suppression lists, the
+ * end of text masked or not. The GPU's id must be the host's (wsearch_process, then
+ * wsearch_choose at T = 0) and its log-probability within 1e-5 of the host's (double;
+ * NaN where the host's is). */
+static void ts_case(const char *what, const ts_vocab *v, const float *x, const int *gen, uint32_t n,
+                    bool no_eot) {
+  static const int32_t sup[] = {1, 2, 7, 90, 220}, begin[] = {220, 3};
+  int V = v->vocab;
+  wsearch rules = {.vocab = V, .eot = v->eot, .no_timestamps = v->no_ts, .suppress = sup,
+                   .n_suppress = 5, .begin_suppress = begin, .n_begin_suppress = 2,
+                   .max_initial = 50, .timestamps = 1};
+  float *h = test_floats((size_t)V);
+  memcpy(h, x, (size_t)V * sizeof *h);
+  wsearch_process(&rules, gen, n, h);
+  if (no_eot) h[v->eot] = -INFINITY;
+  int want = wsearch_choose(h, V, 0, NULL);
+  double want_lp = wsearch_logprob(h, V, want);
+
+  uint32_t words = ((uint32_t)V + 31) / 32;
+  uint32_t *bits = calloc(2 * (size_t)words, sizeof *bits), *g = calloc(n + 1, sizeof *g);
+  for (int i = 0; i < 5; i++) bits[sup[i] / 32] |= 1u << (sup[i] % 32);
+  for (int i = 0; i < 2; i++) bits[words + (uint32_t)begin[i] / 32] |= 1u << (begin[i] % 32);
+  for (uint32_t i = 0; i < n; i++) g[i] = (uint32_t)gen[i];
+  g[n] = 0xdeadu;
+  gpu_device *d = test_device();
+  gpu_buffer *xb = test_upload(x, (size_t)V), *bb, *gb, *lb = test_upload(h, n + 1);
+  CHECK_OK(gpu_buffer_from(d, bits, 2 * (size_t)words * 4, &bb));
+  CHECK_OK(gpu_buffer_from(d, g, (n + 1) * 4, &gb));
+  gpu_ts_rules r = {.vocab = (uint32_t)V, .eot = (uint32_t)v->eot, .no_timestamps = (uint32_t)v->no_ts,
+                    .max_initial = 50, .timestamps = true, .no_eot = no_eot, .blocked = bb,
+                    .words = words};
+  gpu_rec *rec = test_rec();
+  gpu_ts_greedy(rec, xb, &r, gb, lb, n);
+  CHECK_OK(gpu_rec_run(rec));
+  uint32_t got = 0;
+  float got_lp = 0;
+  CHECK_OK(gpu_download(gb, (size_t)n * 4, &got, 4));
+  CHECK_OK(gpu_download(lb, (size_t)n * 4, &got_lp, 4));
+  CHECK(got == (uint32_t)want, "ts_greedy %s (n %u): id %u, host %d", what, n, got, want);
+  CHECK((isnan(got_lp) && isnan(want_lp)) || fabs(got_lp - want_lp) <= 1e-5 * (1 + fabs(want_lp)),
+        "ts_greedy %s (n %u): log-probability %.7g, host %.7g", what, n, got_lp, want_lp);
+  gpu_rec_free(rec);
+  gpu_buffer_free(xb), gpu_buffer_free(bb), gpu_buffer_free(gb), gpu_buffer_free(lb);
+  free(h), free(bits), free(g);
+}
+
+/* Random logits (scale s) with the timestamps' raised by ts_bias. */
+static float *ts_logits(const ts_vocab *v, float s, float ts_bias, uint32_t seed) {
+  float *x = test_random((size_t)v->vocab, seed);
+  for (int i = 0; i < v->vocab; i++) x[i] = s * x[i] + (i > v->no_ts ? ts_bias : 0);
+  return x;
+}
+
+static void ts_greedy_cases(void) {
+  const ts_vocab vocabs[] = {{51866, 50257, 50363}, {300, 200, 210}};
+  for (int vi = 0; vi < 2; vi++) {
+    const ts_vocab *v = &vocabs[vi];
+    int tb = v->no_ts + 1, V = v->vocab;
+    int text[] = {100, 150, 11}, open[] = {tb + 5, 100, tb + 10}, closed[] = {100, tb + 7, tb + 9};
+    int one_ts[] = {tb + 3};
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+      float *x = ts_logits(v, 5, 0, seed), *hot = ts_logits(v, 1, 2, seed + 10);
+      ts_case("first step", v, x, NULL, 0, false);
+      ts_case("first step, timestamps likely", v, hot, NULL, 0, false);
+      ts_case("text so far", v, x, text, 3, false);
+      ts_case("text so far, timestamps likely", v, hot, text, 3, false);
+      ts_case("an open pair", v, x, open, 3, false);
+      ts_case("a closed pair", v, x, closed, 3, false);
+      ts_case("a closed pair, timestamps likely", v, hot, closed, 3, false);
+      ts_case("one timestamp", v, hot, one_ts, 1, false);
+      x[v->eot] = 100;
+      ts_case("end of text best", v, x, text, 3, false);
+      ts_case("end of text best, masked", v, x, text, 3, true);
+      x[40] = x[60] = x[296] = 200; /* a tie: the lowest id (296: 40's invocation again) */
+      ts_case("a tie", v, x, text, 3, false);
+      free(x), free(hot);
+    }
+    /* A history longer than the workgroup: its last timestamp at 270. */
+    int *gen = calloc(300, sizeof *gen);
+    for (int i = 0; i < 300; i++) gen[i] = 100 + i % 50;
+    gen[10] = tb + 1, gen[270] = tb + 40, gen[271] = 120;
+    float *x = ts_logits(v, 1, 3, 9);
+    ts_case("300 ids, the last timestamp at 270", v, x, gen, 272, false);
+    gen[271] = tb + 41;
+    ts_case("300 ids ending in a closed pair", v, x, gen, 272, false);
+    /* Everything suppressed but a NaN at 0, then a NaN elsewhere. */
+    for (int i = 0; i < V; i++) x[i] = -INFINITY;
+    x[0] = NAN;
+    ts_case("x[0] NaN, the rest masked", v, x, text, 3, false);
+    x[0] = 1, x[5] = NAN;
+    ts_case("a NaN skipped", v, x, text, 3, false);
+    free(x), free(gen);
+  }
+}
+
 static void bad_arguments(void) {
   float *bias = test_random(100, 2), *w;
   gpu_linear l;
@@ -302,6 +426,7 @@ int main(void) {
   attend_case(6, 40, block_ns, 4, 0, 1);
   attend_case(20, 64, seed_ns + 3, 1, 0, 1);
   pack_cases();
+  ts_greedy_cases();
   bad_arguments();
   return check_done();
 }

@@ -63,22 +63,60 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
                capped(l->n / (fast ? rows : GEMV_ROWS)), 1, 1);
 }
 
-void gpu_embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *pos, uint32_t pos_off,
-               gpu_buffer *c, uint32_t c_off) {
+/* embed.comp: token `id`, or with ids the token at ids[id]. */
+static void embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *ids, gpu_buffer *pos,
+                  uint32_t pos_off, gpu_buffer *c, uint32_t c_off) {
   if (!linear_ok(rec, "embed", l)) return;
-  if (id >= l->rows || l->k > l->n + l->dual) {
+  if ((!ids && id >= l->rows) || l->k > l->n + l->dual) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "embed: token %u of a %u×%u table", id, l->rows,
                               l->k));
     return;
   }
-  if ((pos && !holds(rec, "embed", "pos", pos, (uint64_t)pos_off + l->k)) ||
+  if ((ids && !holds(rec, "embed", "ids", ids, (uint64_t)id + 1)) ||
+      (pos && !holds(rec, "embed", "pos", pos, (uint64_t)pos_off + l->k)) ||
       !holds(rec, "embed", "c", c, (uint64_t)c_off + l->k))
     return;
-  uint32_t spec = l->type;
-  gpu_kernel *k = gpu_rec_kernel(rec, "embed", &spec, 1);
-  uint32_t push[6] = {id, l->k, pos != NULL, pos_off, c_off, l->wk};
-  gpu_buffer *bufs[] = {pos ? pos : l->bias, l->bias, c, l->w, l->scales ? l->scales : l->bias};
-  gpu_dispatch(rec, k, bufs, 5, push, sizeof push, (l->k + GROUP - 1) / GROUP, 1, 1);
+  uint32_t spec[2] = {l->type, ids != NULL};
+  gpu_kernel *k = gpu_rec_kernel(rec, "embed", spec, 2);
+  uint32_t push[7] = {id, l->k, pos != NULL, pos_off, c_off, l->wk, l->rows};
+  gpu_buffer *bufs[] = {pos ? pos : l->bias, l->bias, c, l->w, l->scales ? l->scales : l->bias,
+                        ids ? ids : l->bias};
+  gpu_dispatch(rec, k, bufs, 6, push, sizeof push, (l->k + GROUP - 1) / GROUP, 1, 1);
+}
+
+void gpu_embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *pos, uint32_t pos_off,
+               gpu_buffer *c, uint32_t c_off) {
+  embed(rec, l, id, NULL, pos, pos_off, c, c_off);
+}
+
+void gpu_embed_from(gpu_rec *rec, const gpu_linear *l, gpu_buffer *ids, uint32_t at,
+                    gpu_buffer *pos, uint32_t pos_off, gpu_buffer *c, uint32_t c_off) {
+  if (!ids) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "embed: no ids buffer"));
+    return;
+  }
+  embed(rec, l, at, ids, pos, pos_off, c, c_off);
+}
+
+void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_buffer *gen,
+                   gpu_buffer *lp, uint32_t n) {
+  if (!r->vocab || r->eot >= r->vocab || r->no_timestamps >= r->vocab ||
+      (uint64_t)r->words * 32 < r->vocab) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "ts_greedy: rules for a vocabulary of %u", r->vocab));
+    return;
+  }
+  if (!holds(rec, "ts_greedy", "logits", logits, r->vocab) ||
+      !holds(rec, "ts_greedy", "blocked", r->blocked, 2ull * r->words) ||
+      !holds(rec, "ts_greedy", "gen", gen, (uint64_t)n + 1) ||
+      !holds(rec, "ts_greedy", "lp", lp, (uint64_t)n + 1))
+    return;
+  struct {
+    uint32_t vocab, eot, no_ts, n, words, flags;
+    int32_t max_initial;
+  } push = {r->vocab, r->eot, r->no_timestamps, n, r->words,
+            (r->timestamps ? 1u : 0u) | (r->no_eot ? 2u : 0u), r->max_initial};
+  gpu_buffer *bufs[] = {logits, r->blocked, gen, lp};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "ts_greedy", NULL, 0), bufs, 4, &push, sizeof push, 1, 1, 1);
 }
 
 size_t gpu_attend_scratch(uint32_t n, uint32_t heads, uint32_t head_dim) {

@@ -17,6 +17,29 @@ void gpu_gemv(gpu_rec *rec, gpu_buffer *a, uint32_t a_off, const gpu_linear *l, 
 void gpu_embed(gpu_rec *rec, const gpu_linear *l, uint32_t id, gpu_buffer *pos, uint32_t pos_off,
                gpu_buffer *c, uint32_t c_off);
 
+/* gpu_embed of the token at ids[at] (a uint the GPU wrote: gpu_ts_greedy), an id past the
+ * table taken as 0. */
+void gpu_embed_from(gpu_rec *rec, const gpu_linear *l, gpu_buffer *ids, uint32_t at,
+                    gpu_buffer *pos, uint32_t pos_off, gpu_buffer *c, uint32_t c_off);
+
+/* Whisper's search rules for gpu_ts_greedy (decode/whisper.h's wsearch): `blocked` holds
+ * 2·words words of bits, the ids suppressed at every step, then those suppressed at the
+ * first; no_eot masks the end of text (the benchmarks' fixed token count). */
+typedef struct {
+  uint32_t vocab, eot, no_timestamps;
+  int32_t max_initial; /* < 0: none */
+  bool timestamps, no_eot;
+  gpu_buffer *blocked;
+  uint32_t words;
+} gpu_ts_rules;
+
+/* One greedy step on the GPU (ts_greedy.comp): the rules applied to logits[0..vocab) with
+ * gen[0..n) the ids chosen so far, then gen[n] (uint) = the argmax and lp[n] (f32) = its
+ * log-softmax, as wsearch_process, wsearch_choose (temperature 0) and wsearch_logprob
+ * give them on the host, the two log Σ exp in f32. */
+void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_buffer *gen,
+                   gpu_buffer *lp, uint32_t n);
+
 /* o[o_off..+heads·head_dim) = softmax(q·Kᵀ/√head_dim)·V per head for the query q[q_off..] (rounded
  * to f16) over keys 0..n−1 of the f16 cache kv: row j at word kv_off + j·heads·head_dim, K of all
  * heads (heads·head_dim/2 words) then V of all heads. head_dim even, ≤ 256. With `scratch` (of

@@ -9,21 +9,27 @@
 // W      [n][wk] in its GGUF type (binding 3), scales (binding 4, Q8_0): as
 //        gemm.comp (wk = k rounded up to 32). W is converted to f32 exactly;
 //        the sum is in f32.
+// ids    uint (binding 5, FROM_IDS = 1): id is read from ids[p.id] (a token
+//        the GPU chose: ts_greedy.comp), an id past the table's `rows` taken
+//        as 0 (the host checks p.id itself)
 // One invocation per value, workgroups of 256.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint WTYPE = 0;
+layout(constant_id = 1) const uint FROM_IDS = 0;
 
 layout(std430, binding = 0) readonly buffer Pos { float pos[]; };
 layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 2) writeonly buffer C { float c[]; };
 layout(std430, binding = 3) readonly buffer W { uint w[]; };
 layout(std430, binding = 4) readonly buffer Scales { uint scales[]; };
+layout(std430, binding = 5) readonly buffer Ids { uint ids[]; };
 
 layout(push_constant) uniform Push {
   uint id, k, has_pos, pos_off, c_off, wk;
+  uint rows; // FROM_IDS = 1: the table's rows
 } p;
 
 // W's value number i (row-major) as f32.
@@ -37,7 +43,12 @@ float weight(uint i) {
 void main() {
   uint i = gl_GlobalInvocationID.x;
   if (i >= p.k) return;
-  float v = weight(p.id * p.wk + i);
+  uint id = p.id;
+  if (FROM_IDS != 0) {
+    id = ids[p.id];
+    if (id >= p.rows) id = 0;
+  }
+  float v = weight(id * p.wk + i);
   if (p.has_pos != 0) v += pos[p.pos_off + i];
   c[p.c_off + i] = v + bias[i];
 }

@@ -30,6 +30,10 @@ static void record_stem(whisper *m) {
  * _start and _finish): its recorders are not the one the rest uses. */
 static void steps_drain(whisper *m) {
   whisper_steps *st = &m->steps;
+  for (int i = 0; i < 2; i++) {
+    if (st->submitted[i]) gpu_rec_wait(st->layers[i]);
+    st->submitted[i] = st->recorded[i] = false;
+  }
   if (!st->live) return;
   gpu_rec_wait(st->live);
   if (st->embed_live) gpu_rec_wait(st->embed);
@@ -152,4 +156,49 @@ int whisper_step_finish(whisper *m, float *logits) {
   TRY(gpu_rec_wait(live));
   if (st->embed_live) TRY(gpu_rec_wait(st->embed)); /* done before the layers; its mark is checked */
   return gpu_download(m->a.logits, 0, logits, (size_t)m->c.vocab * sizeof *logits);
+}
+
+/* ---- greedy chunks on the GPU ---- */
+
+int whisper_greedy_record(whisper *m, int i, const gpu_ts_rules *rules, uint32_t np, uint32_t n0,
+                          uint32_t count) {
+  whisper_steps *st = &m->steps;
+  if (i < 0 || i > 1 || st->submitted[i] || st->live || !count)
+    return err_set(STENO_ERR_INVALID, "whisper_greedy_record: slot %d busy or empty", i);
+  if (np + n0 + count > m->c.n_text_ctx)
+    return err_set(STENO_ERR_INVALID, "whisper: greedy steps past position %u", m->c.n_text_ctx);
+  gpu_rec *rec = st->layers[i];
+  st->prepared[i] = -1;
+  st->recorded[i] = false;
+  TRY(gpu_rec_begin(rec));
+  for (uint32_t n = n0; n < n0 + count; n++) {
+    if (n > 0) {
+      gpu_embed_from(rec, &m->embed, m->a.gen, n - 1, m->dec_pos, (np + n - 1) * m->c.d, m->a.dx, 0);
+      record_layers(m, rec, np + n - 1, true);
+    }
+    gpu_ts_greedy(rec, m->a.logits, rules, m->a.gen, m->a.lp, n);
+  }
+  st->n0[i] = n0, st->count[i] = count, st->recorded[i] = true;
+  return 0;
+}
+
+int whisper_greedy_submit(whisper *m, int i) {
+  whisper_steps *st = &m->steps;
+  if (i < 0 || i > 1 || !st->recorded[i])
+    return err_set(STENO_ERR_INVALID, "whisper_greedy_submit: slot %d not recorded", i);
+  st->recorded[i] = false;
+  TRY(gpu_rec_submit(st->layers[i]));
+  st->submitted[i] = true;
+  return 0;
+}
+
+int whisper_greedy_wait(whisper *m, int i, int *ids, float *lp) {
+  whisper_steps *st = &m->steps;
+  if (i < 0 || i > 1 || !st->submitted[i])
+    return err_set(STENO_ERR_INVALID, "whisper_greedy_wait: slot %d not submitted", i);
+  st->submitted[i] = false;
+  TRY(gpu_rec_wait(st->layers[i]));
+  size_t at = (size_t)st->n0[i] * 4, bytes = (size_t)st->count[i] * 4;
+  TRY(gpu_download(m->a.gen, at, ids, bytes));
+  return gpu_download(m->a.lp, at, lp, bytes);
 }

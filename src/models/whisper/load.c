@@ -350,6 +350,25 @@ static int positions(whisper *m, const gguf_file *f) {
   return m->a.pos ? 0 : STENO_ERR_NOMEM;
 }
 
+/* The suppressed ids as bits for the GPU's greedy step (gpu_ts_greedy): the
+ * words of every step's, then those of the first step's. */
+static int blocked_bits(whisper *m) {
+  uint32_t words = (m->c.vocab + 31) / 32;
+  uint32_t *bits = mem_alloc(2 * (size_t)words, sizeof *bits);
+  if (!bits) return STENO_ERR_NOMEM;
+  const int32_t *lists[2] = {m->suppress, m->begin_suppress};
+  size_t counts[2] = {m->n_suppress, m->n_begin_suppress};
+  for (int l = 0; l < 2; l++)
+    for (size_t i = 0; i < counts[l]; i++) {
+      int32_t id = lists[l][i];
+      if (id >= 0 && (uint32_t)id < m->c.vocab) bits[l * words + (uint32_t)id / 32] |= 1u << (id % 32);
+    }
+  int st = gpu_buffer_from(m->dev, bits, 2 * (size_t)words * sizeof *bits, &m->blocked);
+  free(bits);
+  m->blocked_words = words;
+  return st;
+}
+
 /* A session's activations for one window and one token and its KV caches
  * (sized once: the warm path allocates nothing). */
 static int arena(whisper *m) {
@@ -388,8 +407,11 @@ static int arena(whisper *m) {
               {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(dev, (bufs[i].floats ? bufs[i].floats : 1) * f, bufs[i].b));
-  /* Logits straight into memory the host reads: no copy submission per token. */
+  /* Logits straight into memory the host reads: no copy submission per token;
+   * likewise the ids and log-probabilities the GPU's greedy steps choose. */
   TRY(gpu_buffer_readback_new(dev, (size_t)m->embed.n * f, &a->logits));
+  TRY(gpu_buffer_readback_new(dev, (size_t)c->n_text_ctx * 4, &a->gen));
+  TRY(gpu_buffer_readback_new(dev, (size_t)c->n_text_ctx * 4, &a->lp));
   for (uint32_t i = 0; i < c->dec_layers; i++) {
     TRY(gpu_buffer_new(dev, (size_t)c->n_text_ctx * c->d * 4, &m->dec[i].self_cache));
     TRY(gpu_buffer_new(dev, (size_t)c->n_audio_ctx * c->d * 4, &m->dec[i].cross_cache));
@@ -411,6 +433,7 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   if (!st) st = encoder(m, f);
   if (!st) st = decoder(m, f);
   if (!st) st = positions(m, f);
+  if (!st) st = blocked_bits(m);
   if (st) {
     whisper_free(m);
     return st;
@@ -424,7 +447,7 @@ void whisper_session_free(whisper *s) {
   whisper_arena *a = &s->a;
   gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
                         a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
-                        a->datt, a->dff, a->logits, a->att_scratch};
+                        a->datt, a->dff, a->logits, a->att_scratch, a->gen, a->lp};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   free(a->host_logits);
   gpu_rec_free(s->rec);
@@ -456,6 +479,13 @@ int whisper_session_new(const whisper *m, whisper **out) {
    * (lavapipe: a submission costs more). STENO_WHISPER_AHEAD=0/1 overrides. */
   const char *ahead = getenv("STENO_WHISPER_AHEAD");
   s->steps.ahead = ahead && *ahead ? !strcmp(ahead, "1") : !gpu_device_info(s->dev)->unified;
+  /* The greedy tier's choice on the GPU, chunks of steps without the host:
+   * where the GPU is discrete (a token's round trip to the host costs ~0.25 ms
+   * there); on a unified device the host's loop costs less than the steps a
+   * chunk runs past the end of text. STENO_WHISPER_GREEDY=0/1 overrides. */
+  const char *greedy = getenv("STENO_WHISPER_GREEDY");
+  s->steps.gpu_greedy =
+      greedy && *greedy ? !strcmp(greedy, "1") : !gpu_device_info(s->dev)->unified;
   if (st) {
     whisper_session_free(s);
     return st;
@@ -482,6 +512,7 @@ void whisper_free(whisper *m) {
   gpu_linear_free(&m->conv0), gpu_linear_free(&m->conv1), gpu_linear_free(&m->embed);
   w_norm_free(&m->enc_ln), w_norm_free(&m->dec_ln);
   gpu_buffer_free(m->dec_pos);
+  gpu_buffer_free(m->blocked);
   wmel_free(&m->mel);
   bpe_free(&m->tok);
   free(m->suppress);

@@ -161,6 +161,49 @@ static int bench_tokens(const whisper_config *c, size_t *n) {
   return 0;
 }
 
+/* The rules as gpu_ts_greedy takes them (bench: the end of text masked). */
+gpu_ts_rules whisper_gpu_rules(const whisper *m, bool bench) {
+  return (gpu_ts_rules){.vocab = m->c.vocab, .eot = (uint32_t)m->c.eot,
+                        .no_timestamps = (uint32_t)m->c.no_timestamps, .max_initial = MAX_INITIAL,
+                        .timestamps = true, .no_eot = bench, .blocked = m->blocked,
+                        .words = m->blocked_words};
+}
+
+/* Greedy steps per chunk on the GPU: a short first chunk (a window may end
+ * early: the steps after its end of text are computed for nothing), then 8.
+ * The next chunk is recorded while the GPU runs one, and submitted once its
+ * ids show no end of text, so the GPU waits for the host once a chunk. */
+#define GREEDY_FIRST 4
+#define GREEDY_CHUNK 8
+
+/* The greedy tier with the choice on the GPU (whisper_greedy_*): the same
+ * tokens as the loop below, the log Σ exp in f32. */
+static int greedy_on_gpu(whisper *m, uint32_t np, const steno_transcribe_params *p, size_t bench,
+                         seq *out) {
+  const whisper_config *c = &m->c;
+  gpu_ts_rules rules = whisper_gpu_rules(m, bench > 0);
+  size_t steps = c->n_text_ctx - np; /* the last position's token ends it */
+  if (bench && bench < steps) steps = bench;
+  int ids[GREEDY_CHUNK];
+  float lp[GREEDY_CHUNK];
+  uint32_t next = (uint32_t)(steps < GREEDY_FIRST ? steps : GREEDY_FIRST);
+  TRY(whisper_greedy_record(m, 0, &rules, np, 0, next));
+  TRY(whisper_greedy_submit(m, 0));
+  for (int slot = 0;; slot ^= 1) {
+    uint32_t count = m->steps.count[slot], more = (uint32_t)(steps - next);
+    if (more > GREEDY_CHUNK) more = GREEDY_CHUNK;
+    if (more) TRY(whisper_greedy_record(m, slot ^ 1, &rules, np, next, more));
+    TRY(whisper_greedy_wait(m, slot, ids, lp));
+    for (uint32_t i = 0; i < count; i++) {
+      TRY(seq_push(out, ids[i], lp[i]));
+      if (ids[i] == c->eot || out->n == steps) return 0;
+    }
+    if (p->abort && p->abort(p->abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");
+    TRY(whisper_greedy_submit(m, slot ^ 1));
+    next += more;
+  }
+}
+
 /* Decodes one tier: feeds the prefix, then picks tokens until the end of text
  * or the last position (with bench > 0: exactly bench tokens, no end of text
  * before them). *no_speech from the raw logits at the SOT position. */
@@ -175,6 +218,7 @@ static int decode_tier(whisper *m, const whisper_output *o, size_t sot, float te
   *no_speech = wsearch_prob(x, (int)c->vocab, c->no_timestamps - 1);
   if (np > sot + 1) TRY(whisper_feed(m, o->prefix + sot + 1, np - (uint32_t)sot - 1, (uint32_t)sot + 1, x));
   out->n = 0;
+  if (temperature == 0 && m->steps.gpu_greedy) return greedy_on_gpu(m, np, p, bench, out);
   if (m->steps.ahead) TRY(whisper_step_prepare(m, np));
   for (;;) {
     if (p->abort && p->abort(p->abort_user)) return err_set(STENO_ERR_ABORTED, "aborted");

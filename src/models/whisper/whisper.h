@@ -10,6 +10,7 @@
 
 #include "decode/whisper.h"
 #include "frontend/whisper_mel.h"
+#include "gpu/decode.h"
 #include "gpu/gpu.h"
 #include "gpu/linear.h"
 #include "gpu/norm.h"
@@ -37,6 +38,7 @@ typedef struct {
 typedef struct {
   gpu_buffer *mel, *col0, *h0, *col1, *x, *h, *wide, *o, *enc, *scores, *kv;
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
+  gpu_buffer *gen, *lp; /* [n_text_ctx] ids (uint) and log-probabilities of the GPU's greedy steps */
   float *pos;         /* encoder positions [n_audio_ctx][stride], uploaded into x per window */
   float *host_logits; /* [vocab] */
 } whisper_arena;
@@ -50,6 +52,11 @@ typedef struct {
   gpu_rec *live;       /* submitted by _start, not yet waited for */
   bool embed_live;     /* and the embedding's submission with it */
   bool ahead;          /* run.c prepares the next token while the GPU runs one */
+  /* Greedy chunks (whisper_greedy_*) in the layers' recorders: chunk[i]
+   * holds steps [n0[i], n0[i] + count[i]); recorded: not yet submitted. */
+  bool gpu_greedy;     /* run.c's greedy tier chooses on the GPU */
+  uint32_t n0[2], count[2];
+  bool recorded[2], submitted[2];
 } whisper_steps;
 
 /* A model, or a session of one: a copy of the model's struct that shares its
@@ -73,6 +80,8 @@ typedef struct whisper {
   uint32_t att_heads; /* encoder heads per attention call: their scores fit one buffer */
   int32_t *suppress, *begin_suppress;
   size_t n_suppress, n_begin_suppress;
+  gpu_buffer *blocked; /* the two lists as bits (gpu_ts_rules) */
+  uint32_t blocked_words;
   whisper_arena a;
   whisper_steps steps; /* sessions only */
 } whisper;
@@ -109,6 +118,19 @@ int whisper_feed(whisper *m, const int *ids, uint32_t n, uint32_t pos, float *lo
 int whisper_step_prepare(whisper *m, uint32_t pos);
 int whisper_step_start(whisper *m, int id, uint32_t pos);
 int whisper_step_finish(whisper *m, float *logits);
+
+/* Greedy steps on the GPU, the host out of the loop (temperature 0): step n
+ * feeds the token step n − 1 chose at position np + n − 1 (step 0 takes the
+ * logits whisper_feed left after the prefix), then gpu_ts_greedy chooses
+ * token n under `rules` (vocabulary, ids and flags: whisper_gpu_rules).
+ * _record puts steps [n0, n0 + count) in chunk slot i (0 or 1; its earlier
+ * chunk waited for), _submit sends it, _wait waits for it and copies its ids
+ * and log-probabilities out (count each). A chunk reads the ids of the
+ * chunks submitted before it on the GPU. */
+int whisper_greedy_record(whisper *m, int i, const gpu_ts_rules *rules, uint32_t np, uint32_t n0,
+                          uint32_t count);
+int whisper_greedy_submit(whisper *m, int i);
+int whisper_greedy_wait(whisper *m, int i, int *ids, float *lp);
 
 /* One decoded window. */
 typedef struct {
@@ -149,6 +171,8 @@ int whisper_detect_language(whisper *m, int *token);
 
 /* The search rules of this model (timestamps on). */
 wsearch whisper_rules(const whisper *m);
+/* The same rules for gpu_ts_greedy (bench: the end of text masked, STENO_BENCH_TOKENS). */
+gpu_ts_rules whisper_gpu_rules(const whisper *m, bool bench);
 
 /* All of it: 16 kHz mono pcm → a result with segments. */
 int whisper_transcribe(whisper *m, const float *pcm, size_t n, const steno_transcribe_params *p,
