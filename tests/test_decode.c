@@ -293,8 +293,9 @@ static void ts_case(const char *what, const ts_vocab *v, const float *x, const i
   gpu_ts_rules r = {.vocab = (uint32_t)V, .eot = (uint32_t)v->eot, .no_timestamps = (uint32_t)v->no_ts,
                     .max_initial = 50, .timestamps = true, .no_eot = no_eot, .blocked = bb,
                     .words = words};
+  gpu_buffer *scratch = test_random_buffer(gpu_ts_greedy_scratch((uint32_t)V), 77);
   gpu_rec *rec = test_rec();
-  gpu_ts_greedy(rec, xb, &r, gb, lb, n);
+  gpu_ts_greedy(rec, xb, &r, gb, lb, n, scratch);
   CHECK_OK(gpu_rec_run(rec));
   uint32_t got = 0;
   float got_lp = 0;
@@ -305,6 +306,7 @@ static void ts_case(const char *what, const ts_vocab *v, const float *x, const i
         "ts_greedy %s (n %u): log-probability %.7g, host %.7g", what, n, got_lp, want_lp);
   gpu_rec_free(rec);
   gpu_buffer_free(xb), gpu_buffer_free(bb), gpu_buffer_free(gb), gpu_buffer_free(lb);
+  gpu_buffer_free(scratch);
   free(h), free(bits), free(g);
 }
 
@@ -337,6 +339,10 @@ static void ts_greedy_cases(void) {
       ts_case("end of text best, masked", v, x, text, 3, true);
       x[40] = x[60] = x[296] = 200; /* a tie: the lowest id (296: 40's invocation again) */
       ts_case("a tie", v, x, text, 3, false);
+      if (V > 3000) {
+        x[2100] = x[3100] = 300; /* ... in other workgroups */
+        ts_case("a tie across workgroups", v, x, text, 3, false);
+      }
       free(x), free(hot);
     }
     /* A history longer than the workgroup: its last timestamp at 270. */

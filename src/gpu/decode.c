@@ -98,8 +98,16 @@ void gpu_embed_from(gpu_rec *rec, const gpu_linear *l, gpu_buffer *ids, uint32_t
   embed(rec, l, at, ids, pos, pos_off, c, c_off);
 }
 
+/* ts_greedy's ids per workgroup of its first pass. */
+#define TS_SLICE 1024
+#define TS_PARTS 9 /* words per workgroup */
+
+size_t gpu_ts_greedy_scratch(uint32_t vocab) {
+  return (size_t)(vocab + TS_SLICE - 1) / TS_SLICE * TS_PARTS;
+}
+
 void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_buffer *gen,
-                   gpu_buffer *lp, uint32_t n) {
+                   gpu_buffer *lp, uint32_t n, gpu_buffer *scratch) {
   if (!r->vocab || r->eot >= r->vocab || r->no_timestamps >= r->vocab ||
       (uint64_t)r->words * 32 < r->vocab) {
     gpu_rec_fail(rec, err_set(STENO_ERR_INVALID, "ts_greedy: rules for a vocabulary of %u", r->vocab));
@@ -108,15 +116,21 @@ void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_
   if (!holds(rec, "ts_greedy", "logits", logits, r->vocab) ||
       !holds(rec, "ts_greedy", "blocked", r->blocked, 2ull * r->words) ||
       !holds(rec, "ts_greedy", "gen", gen, (uint64_t)n + 1) ||
-      !holds(rec, "ts_greedy", "lp", lp, (uint64_t)n + 1))
+      !holds(rec, "ts_greedy", "lp", lp, (uint64_t)n + 1) ||
+      !holds(rec, "ts_greedy", "scratch", scratch, gpu_ts_greedy_scratch(r->vocab)))
     return;
+  uint32_t groups = (r->vocab + TS_SLICE - 1) / TS_SLICE;
   struct {
     uint32_t vocab, eot, no_ts, n, words, flags;
     int32_t max_initial;
+    uint32_t pass, groups, slice;
   } push = {r->vocab, r->eot, r->no_timestamps, n, r->words,
-            (r->timestamps ? 1u : 0u) | (r->no_eot ? 2u : 0u), r->max_initial};
-  gpu_buffer *bufs[] = {logits, r->blocked, gen, lp};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "ts_greedy", NULL, 0), bufs, 4, &push, sizeof push, 1, 1, 1);
+            (r->timestamps ? 1u : 0u) | (r->no_eot ? 2u : 0u), r->max_initial, 0, groups, TS_SLICE};
+  gpu_buffer *bufs[] = {logits, r->blocked, gen, lp, scratch};
+  gpu_kernel *k = gpu_rec_kernel(rec, "ts_greedy", NULL, 0);
+  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, groups, 1, 1);
+  push.pass = 1;
+  gpu_dispatch(rec, k, bufs, 5, &push, sizeof push, 1, 1, 1);
 }
 
 size_t gpu_attend_scratch(uint32_t n, uint32_t heads, uint32_t head_dim) {

@@ -33,12 +33,14 @@ typedef struct {
   uint32_t words;
 } gpu_ts_rules;
 
-/* One greedy step on the GPU (ts_greedy.comp): the rules applied to logits[0..vocab) with
- * gen[0..n) the ids chosen so far, then gen[n] (uint) = the argmax and lp[n] (f32) = its
- * log-softmax, as wsearch_process, wsearch_choose (temperature 0) and wsearch_logprob
- * give them on the host, the two log Σ exp in f32. */
+/* One greedy step on the GPU (ts_greedy.comp, two dispatches): the rules applied to
+ * logits[0..vocab) with gen[0..n) the ids chosen so far, then gen[n] (uint) = the argmax
+ * and lp[n] (f32) = its log-softmax, as wsearch_process, wsearch_choose (temperature 0)
+ * and wsearch_logprob give them on the host, the two log Σ exp in f32. scratch holds
+ * gpu_ts_greedy_scratch(vocab) words. */
 void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_buffer *gen,
-                   gpu_buffer *lp, uint32_t n);
+                   gpu_buffer *lp, uint32_t n, gpu_buffer *scratch);
+size_t gpu_ts_greedy_scratch(uint32_t vocab);
 
 /* o[o_off..+heads·head_dim) = softmax(q·Kᵀ/√head_dim)·V per head for the query q[q_off..] (rounded
  * to f16) over keys 0..n−1 of the f16 cache kv: row j at word kv_off + j·heads·head_dim, K of all

@@ -176,7 +176,7 @@ int whisper_greedy_record(whisper *m, int i, const gpu_ts_rules *rules, uint32_t
       gpu_embed_from(rec, &m->embed, m->a.gen, n - 1, m->dec_pos, (np + n - 1) * m->c.d, m->a.dx, 0);
       record_layers(m, rec, np + n - 1, true);
     }
-    gpu_ts_greedy(rec, m->a.logits, rules, m->a.gen, m->a.lp, n);
+    gpu_ts_greedy(rec, m->a.logits, rules, m->a.gen, m->a.lp, n, m->a.ts_part);
   }
   st->n0[i] = n0, st->count[i] = count, st->recorded[i] = true;
   return 0;

@@ -404,7 +404,8 @@ static int arena(whisper *m) {
               {&a->dqkv, pad64(3 * c->d)},
               {&a->datt, S},
               {&a->dff, pad64(c->dec_ff)},
-              {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)}};
+              {&a->att_scratch, gpu_attend_scratch((uint32_t)ctx, c->dec_heads, (uint32_t)hd)},
+              {&a->ts_part, gpu_ts_greedy_scratch(c->vocab)}};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     TRY(gpu_buffer_new(dev, (bufs[i].floats ? bufs[i].floats : 1) * f, bufs[i].b));
   /* Logits straight into memory the host reads: no copy submission per token;
@@ -447,7 +448,8 @@ void whisper_session_free(whisper *s) {
   whisper_arena *a = &s->a;
   gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
                         a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
-                        a->datt, a->dff, a->logits, a->att_scratch, a->gen, a->lp};
+                        a->datt, a->dff, a->logits, a->att_scratch, a->gen, a->lp,
+                        a->ts_part};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   free(a->host_logits);
   gpu_rec_free(s->rec);

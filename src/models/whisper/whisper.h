@@ -39,6 +39,7 @@ typedef struct {
   gpu_buffer *mel, *col0, *h0, *col1, *x, *h, *wide, *o, *enc, *scores, *kv;
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
   gpu_buffer *gen, *lp; /* [n_text_ctx] ids (uint) and log-probabilities of the GPU's greedy steps */
+  gpu_buffer *ts_part;  /* their scratch (gpu_ts_greedy_scratch) */
   float *pos;         /* encoder positions [n_audio_ctx][stride], uploaded into x per window */
   float *host_logits; /* [vocab] */
 } whisper_arena;
