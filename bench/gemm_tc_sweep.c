@@ -15,12 +15,14 @@
  *         one piece each (m is ignored).
  *   fit   row tiles covering m = 138 in one (144 rows) against 128, over
  *         split counts.
+ *   wide  tiles of 4, 8 and 16 subgroups at large m with a in f16, one
+ *         piece each (m is ignored).
  *   all   calls and tiles.
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
  * Build: bench/build_benches.sh BUILD;
- * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]. */
+ * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,12 +56,12 @@ typedef struct {
 
 /* One gemm_tc call with tile t and `splits` pieces of k (as gpu_gemm records
  * them: the pieces summed by gemm_reduce). */
-static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits) {
+static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits, bool a16) {
   gpu_device *d = gpu_rec_device(rec);
   const gpu_linear *l = &pb->l;
   uint32_t threads = 32 * t->sg_m * t->sg_n, m = pb->m;
   uint32_t bk = t->bk ? t->bk : 32;
-  uint32_t spec[7] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, bk};
+  uint32_t spec[8] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, bk, a16};
   uint32_t bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + bk - 1) / bk * bk;
@@ -71,7 +73,7 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
   } push = {m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, splits, kc};
   gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
   gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, 7), bufs, 6, &push, sizeof push,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, a16 ? 8 : 7), bufs, 6, &push, sizeof push,
                (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
   if (splits == 1) return;
   struct {
@@ -88,11 +90,12 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
 typedef struct {
   const tile *t;
   uint32_t splits;
+  bool a16; /* a in f16 (ATYPE 1): the problem's a buffer holds halves */
 } config;
 
 /* One call of configuration c. */
 static void record_one(gpu_rec *rec, const problem *pb, const config *c) {
-  if (c->t) record(rec, c->t, pb, c->splits);
+  if (c->t) record(rec, c->t, pb, c->splits, c->a16);
   else gpu_gemm(rec, pb->a, &pb->l, pb->c, pb->m, GPU_EPI_BIAS, 1.0f);
 }
 
@@ -139,26 +142,32 @@ static double diff_from_ref(problem *pb) {
   return diff / pb->top;
 }
 
+/* pb's a as halves on the GPU (the caller frees it). */
+static gpu_buffer *f16_copy_of_a(gpu_device *d, const problem *pb) {
+  size_t count = (size_t)pb->m * pb->k;
+  float *x = malloc(count * 4);
+  if (!x || gpu_download(pb->a, 0, x, count * 4)) exit(1);
+  uint8_t *h = quant_encode(GPU_F16, x, count);
+  gpu_buffer *a16;
+  if (!h || gpu_buffer_from(d, h, count * 2, &a16)) exit(1);
+  free(h), free(x);
+  return a16;
+}
+
 /* The 16-subgroup tile with k by 64 reading pb's a already in f16 (gemm_tc's
  * ATYPE 1: the products gpu_gemm makes, from half the bytes of a), one piece,
  * where that tile passed its probe. */
 static void time_f16a(gpu_device *d, problem *pb, int reps) {
   if (!gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) return;
-  float *x = malloc((size_t)pb->m * pb->k * 4);
-  if (!x || gpu_download(pb->a, 0, x, (size_t)pb->m * pb->k * 4)) exit(1);
-  uint8_t *h = quant_encode(GPU_F16, x, (size_t)pb->m * pb->k);
-  gpu_buffer *a16;
-  if (!h || gpu_buffer_from(d, h, (size_t)pb->m * pb->k * 2, &a16)) exit(1);
   gpu_buffer *a32 = pb->a;
-  pb->a = a16;
+  pb->a = f16_copy_of_a(d, pb);
   double u = timed(d, record_f16a, pb, &(config){0}, reps);
+  gpu_buffer_free(pb->a);
   pb->a = a32;
   double diff = diff_from_ref(pb);
   printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb->flop / u * 1e-6, diff,
          diff > 1e-3 ? " WRONG" : "");
   fflush(stdout);
-  gpu_buffer_free(a16);
-  free(h), free(x);
 }
 
 /* Uploads a random problem and times gpu_gemm's own choice on it (ref). */
@@ -237,7 +246,7 @@ static void k_scan(gpu_device *d, uint32_t rows, int reps) {
     problem_new(d, rows, 3072, ks[q], reps, &pb);
     printf("%6u", ks[q]);
     for (int c = 0; c < NC; c++) {
-      config cf = {&tiles[c], 1};
+      config cf = {&tiles[c], 1, false};
       us[q][c] = timed(d, record_one, &pb, &cf, reps);
       double diff = diff_from_ref(&pb);
       printf("   %7.2f [%.0e]%s", us[q][c], diff, diff > 1e-3 ? " WRONG" : "");
@@ -299,7 +308,7 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
     printf("    %u×%u×k:", sizes[z][0], sizes[z][1]);
     for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
       problem_new(d, sizes[z][0], sizes[z][1], ks[q], reps, &pb);
-      double u = timed(d, record_one, &pb, &(config){&t64, 1}, reps), diff = diff_from_ref(&pb);
+      double u = timed(d, record_one, &pb, &(config){&t64, 1, false}, reps), diff = diff_from_ref(&pb);
       printf("  %.2f%s", u, diff > 1e-3 ? " WRONG" : "");
       problem_free(&pb);
     }
@@ -324,7 +333,7 @@ static void split_sweep(gpu_device *d, uint32_t rows, int reps, const char *titl
       for (size_t q = 0; q < nsplits; q++) {
         uint32_t sp = splits[q];
         if (pb.k / sp < least || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
-        double u = timed(d, record_one, &pb, &(config){tl, sp}, reps);
+        double u = timed(d, record_one, &pb, &(config){tl, sp, false}, reps);
         printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6,
                diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
@@ -355,6 +364,44 @@ static void warm_up(gpu_device *d, uint32_t rows) {
   problem_new(d, rows, 4096, 1024, 20, &pb);
   while (bench_now_ms() - t0 < 2000) timed(d, record_one, &pb, &(config){0}, 50);
   problem_free(&pb);
+}
+
+/* Tiles at large m with a in f16 (ATYPE 1, as gpu_gemm runs gemm_tc from
+ * 1 024 rows), one piece: subgroups per workgroup (16 fill an SM alone at
+ * ~116 registers; 8 or 4 leave room for a second workgroup), a subgroup's
+ * share (2×2 … 4×4 matrices) and the k step. A tile runs where its shared
+ * memory (one stage of (BM + BN) rows of BK + 8 halves, two where they fit)
+ * and its epilogue's (SG_M·SG_N·TN·1 KiB) stay within 48 KiB. */
+static void wide_sweep(gpu_device *d, int reps) {
+  static const tile tiles[] = {
+      {4, 4, 2, 2, 64}, {4, 4, 2, 2, 32}, {2, 4, 4, 2, 32}, {2, 4, 4, 2, 64}, {4, 2, 2, 4, 32},
+      {4, 2, 2, 4, 64}, {4, 4, 4, 2, 32}, {2, 2, 4, 4, 32}, {2, 2, 4, 4, 64}, {4, 2, 4, 4, 32},
+      {2, 4, 4, 4, 32}, {2, 4, 2, 2, 32}, {2, 4, 2, 2, 64}, {4, 2, 2, 2, 64}, {2, 2, 2, 2, 64},
+      {4, 2, 4, 2, 32}, {2, 4, 2, 4, 32}, {4, 4, 2, 2, 64}};
+  static const uint32_t big[][3] = {{4096, 4096, 4096}, {8832, 4096, 1024}, {8832, 1024, 4096},
+                                    {8832, 3072, 1024}, {1500, 3840, 1280}, {1500, 5120, 1280},
+                                    {1500, 1280, 5120}, {1500, 1280, 1280}};
+  printf("big m, a in f16, one piece: µs (TFLOP/s) [diff from gpu_gemm's choice]\n");
+  for (size_t s = 0; s < sizeof big / sizeof *big; s++) {
+    problem pb;
+    problem_shown(d, big[s][0], big[s][1], big[s][2], reps, &pb);
+    gpu_buffer *a32 = pb.a;
+    pb.a = f16_copy_of_a(d, &pb);
+    for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
+      const tile *tl = &tiles[t];
+      uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
+      uint32_t stage = (bm + bn) * (tl->bk / 8 + 1) * 16, out = tl->sg_m * tl->sg_n * tl->tn * 1024;
+      if (stage > 49152 || out > 49152) continue;
+      double u = timed(d, record_one, &pb, &(config){tl, 1, true}, reps), diff = diff_from_ref(&pb);
+      printf("  %3u×%-3u k%u (%u×%u sg, %u×%u, %s)  %.1f (%.1f) [%.0e]%s\n", bm, bn, tl->bk,
+             tl->sg_m, tl->sg_n, tl->tm, tl->tn, 2 * stage <= 49152 ? "2 stages" : "1 stage", u,
+             pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+    }
+    gpu_buffer_free(pb.a);
+    pb.a = a32;
+    problem_free(&pb);
+  }
 }
 
 /* Row tiles that cover m = 138 in one (144 = 3 subgroups × 3 × 16, the
@@ -388,7 +435,7 @@ static void big_sweep(gpu_device *d, int reps) {
       const tile *tl = &tiles[t];
       uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
       if (2u * (bm + bn) * 80 > 49152) continue;
-      double u = timed(d, record_one, &pb, &(config){tl, 1}, reps), diff = diff_from_ref(&pb);
+      double u = timed(d, record_one, &pb, &(config){tl, 1, false}, reps), diff = diff_from_ref(&pb);
       printf("  %3u×%-3u (%u×%u sg, %u×%u)  %.1f (%.1f) [%.0e]%s\n", bm, bn, tl->sg_m, tl->sg_n,
              tl->tm, tl->tn, u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
@@ -415,10 +462,10 @@ int main(int argc, char **argv) {
   uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
   const char *what = argc > 3 ? argv[3] : "calls";
   bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
-  bool bigs = !strcmp(what, "big"), fit = !strcmp(what, "fit");
+  bool bigs = !strcmp(what, "big"), fit = !strcmp(what, "fit"), wide = !strcmp(what, "wide");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit || wide)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -438,6 +485,7 @@ int main(int argc, char **argv) {
   if (tiles) tile_sweep(d, rows, reps);
   if (bigs) big_sweep(d, reps);
   if (fit) fit_sweep(d, rows, reps);
+  if (wide) wide_sweep(d, reps);
   gpu_close(d);
   return 0;
 }
