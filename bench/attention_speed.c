@@ -3,7 +3,8 @@
  * the tensor cores (flash_tc.comp) and the portable path's scores and values
  * on the tensor cores (mm: attention_scores_tc, attention_values_tc; plain
  * attention only; then its other scores and values tiles,
- * gpu_attention_mm_tile), each
+ * gpu_attention_mm_tile) and in one dispatch (flash_mm: plain, head sizes
+ * up to 64), each
  * where its probe passed, at the encoders' shapes:
  * Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and 60 s and
  * a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads of 64,
@@ -108,12 +109,14 @@ static const struct {
   gpu_attn_path path;
 } paths[] = {{"portable", -1, GPU_ATTN_PORTABLE},
              {"flash_tc", GPU_FAST_ATTENTION_TC, GPU_ATTN_FLASH_TC},
-             {"mm", GPU_FAST_ATTENTION_MM, GPU_ATTN_MM}};
+             {"mm", GPU_FAST_ATTENTION_MM, GPU_ATTN_MM},
+             {"flash_mm", GPU_FAST_ATTENTION_MM, GPU_ATTN_FLASH_MM}};
 enum { PATHS = sizeof paths / sizeof paths[0] };
 static bool passed[GPU_FAST_KINDS];
 
-static void use_path(gpu_device *d, int kind) {
+static void use_path(gpu_device *d, int kind, gpu_attn_path path) {
   gpu_set_fast(d, true);
+  gpu_attention_mm_flash(path == GPU_ATTN_FLASH_MM);
   d->fast[GPU_FAST_SOFTMAX] = gpu_fast_chosen(d, GPU_FAST_SOFTMAX);
   d->fast[GPU_FAST_ATTENTION] = false;
   d->fast[GPU_FAST_ATTENTION_TC] = kind == GPU_FAST_ATTENTION_TC;
@@ -145,7 +148,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
   double base = 0;
   for (int i = 0; i < PATHS; i++) {
     if (i && !passed[paths[i].kind]) continue;
-    use_path(d, paths[i].kind);
+    use_path(d, paths[i].kind, paths[i].path);
     if (gpu_attention_path(d, &a, s->relative) != paths[i].path) { /* e.g. mm: plain only */
       printf("  %s n/a", paths[i].name);
       continue;
@@ -180,7 +183,7 @@ static void run(gpu_device *d, const shape *s, int reps) {
   printf("\n");
   fflush(stdout);
   if (experiments && !s->batch && passed[GPU_FAST_ATTENTION_TC]) {
-    use_path(d, GPU_FAST_ATTENTION_TC);
+    use_path(d, GPU_FAST_ATTENTION_TC, GPU_ATTN_FLASH_TC);
     variants(&a, d, s->relative, reps);
   }
   gpu_buffer_free(x), gpu_buffer_free(pos), gpu_buffer_free(o), gpu_buffer_free(scores);
@@ -229,7 +232,7 @@ static void accuracy(gpu_device *d) {
                   .scale = cases[c].scale};
     printf("%-42s", cases[c].name);
     for (int v = -1; v < NV; v++) {
-      use_path(d, v >= 0 ? GPU_FAST_ATTENTION_MM : -1);
+      use_path(d, v >= 0 ? GPU_FAST_ATTENTION_MM : -1, GPU_ATTN_MM); /* the scores: the two products' */
       if (v >= 0) gpu_attention_mm_precision((uint32_t)v + 1);
       timed(d, &(call){&a, false, false, 0, 0}, 1);
       if (gpu_download(o, 0, v >= 0 ? got : want, on * sizeof(float))) exit(1);

@@ -30,8 +30,14 @@ static size_t test_chunk, test_left;
 #define MM_TOL 1e-4f
 static float test_tol = KERNEL_TOL;
 /* The path under test takes plain attention at head sizes of 16·n up to 128
- * (the two products on the tensor cores): checked on each such call. */
-static bool test_mm;
+ * (the tensor-core attention): checked on each such call, and with
+ * test_flash_mm those up to 64 without a chunked mask by flash_mm. */
+static bool test_mm, test_flash_mm;
+
+/* The tensor-core path a plain call of head size hd takes. */
+static gpu_attn_path mm_path(size_t hd) {
+  return test_flash_mm && hd <= 64 && !test_chunk ? GPU_ATTN_FLASH_MM : GPU_ATTN_MM;
+}
 /* The path under test rounds scores to f16 (flash_tc). */
 static bool test_f16_scores;
 
@@ -137,8 +143,8 @@ static void one(int layout, size_t t, size_t heads, size_t hd, int masking, floa
     gpu_attention(rec, &a);
   }
   bool mm = test_mm && layout != RELATIVE && hd % 16 == 0;
-  CHECK(!mm || gpu_attention_path(test_device(), &a, false) == GPU_ATTN_MM,
-        "t=%zu, %zu heads of %zu: not on the tensor cores", t, heads, hd);
+  CHECK(!mm || gpu_attention_path(test_device(), &a, false) == mm_path(hd),
+        "t=%zu, %zu heads of %zu: not on the tensor cores' path %d", t, heads, hd, (int)mm_path(hd));
   float *got = test_run_read(rec, ob, on);
   static const char *maskings[] = {"", " mask 30%", " all masked"};
   char what[160];
@@ -191,7 +197,7 @@ static void batch(int layout, size_t t, const uint32_t *lens, size_t n, size_t h
     gpu_attention(rec, &a);
   }
   CHECK(!test_mm || layout == RELATIVE || hd % 16 ||
-            gpu_attention_path(test_device(), &a, false) == GPU_ATTN_MM,
+            gpu_attention_path(test_device(), &a, false) == mm_path(hd),
         "batch of %zu × %zu, %zu heads of %zu: not on the tensor cores", n, t, heads, hd);
   float *got = test_run_read(rec, ob, on), *want = test_floats(on);
   memcpy(want, got, on * sizeof *want);
@@ -356,13 +362,17 @@ int main(void) {
   bool passed[3];
   for (int i = 0; i < 3; i++) passed[i] = d->fast[kinds[i]];
   static const char *paths[] = {"portable", "flash", "flash on the tensor cores",
-                                "scores and values on the tensor cores"};
-  for (int path = 0; path < 4; path++) {
-    if (path && !passed[path - 1]) continue;
+                                "scores and values on the tensor cores",
+                                "flash_mm on the tensor cores (the two products above 64)"};
+  for (int path = 0; path < 5; path++) {
+    int kind = path == 4 ? 2 : path - 1; /* path 4: the tensor-core attention with flash_mm */
+    if (path && !passed[kind]) continue;
     gpu_set_fast(d, path > 0);
-    for (int i = 0; i < 3; i++) d->fast[kinds[i]] = path == i + 1;
-    test_tol = path == 3 ? MM_TOL : path == 2 ? TC_TOL : KERNEL_TOL;
-    test_mm = path == 3;
+    for (int i = 0; i < 3; i++) d->fast[kinds[i]] = path && i == kind;
+    test_tol = path >= 3 ? MM_TOL : path == 2 ? TC_TOL : KERNEL_TOL;
+    test_mm = path >= 3;
+    test_flash_mm = path == 4;
+    gpu_attention_mm_flash(path == 4);
     test_f16_scores = path == 2;
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : gpu_attention_scratch(300, 8)),
@@ -378,5 +388,6 @@ int main(void) {
     }
   }
   for (int i = 0; i < 3; i++) d->fast[kinds[i]] = passed[i];
+  gpu_attention_mm_flash(true);
   return check_done();
 }

@@ -133,11 +133,25 @@ static bool mm_fits(const gpu_attn *a, bool relative) {
          a->scores && mm_words(a) <= gpu_buffer_size(a->scores) / 4 && mm_words(a) < UINT32_MAX;
 }
 
+/* Whether flash_mm may take call a (gpu_attention_mm_flash): plain
+ * attention, head sizes 16 to 64 by 16 (its shared memory), q, k and v at
+ * whole 128-bit words, no chunked mask. */
+static bool mm_flash = true;
+void gpu_attention_mm_flash(bool on) { mm_flash = on; }
+
+static bool flash_mm_fits(const gpu_attn *a, bool relative) {
+  uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
+  return mm_flash && !relative && !a->chunk && a->head_dim % 16 == 0 && a->head_dim <= 64 &&
+         words % 4 == 0;
+}
+
 /* flash_tc first where it is used, then flash.comp (CPU devices; no
- * chunked mask, no batch), then the two products on the tensor cores. */
+ * chunked mask, no batch), then the tensor-core attention: flash_mm where it
+ * fits, else the two products. */
 gpu_attn_path gpu_attention_path(const gpu_device *d, const gpu_attn *a, bool relative) {
   if (use_flash_tc(d, a, relative)) return GPU_ATTN_FLASH_TC;
   if (!a->chunk && a->batch <= 1 && use_flash(d, a->t, a->head_dim, relative)) return GPU_ATTN_FLASH;
+  if (gpu_fast_used(d, GPU_FAST_ATTENTION_MM) && flash_mm_fits(a, relative)) return GPU_ATTN_FLASH_MM;
   if (gpu_fast_used(d, GPU_FAST_ATTENTION_MM) && mm_fits(a, relative)) return GPU_ATTN_MM;
   return GPU_ATTN_PORTABLE;
 }
@@ -368,11 +382,30 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
   gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, 1, (t + 16 * vs * vm - 1) / (16 * vs * vm), z);
 }
 
+/* flash_mm.comp: plain attention on the tensor cores in one dispatch, no scores. */
+static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
+  bool batched = a->batch > 1;
+  uint32_t z = batched ? a->batch * a->heads : a->heads;
+  uint32_t spec[2] = {batched, a->head_dim};
+  struct {
+    uint32_t t, head_dim;
+    float scale;
+    uint32_t q_off, q_stride, k_off, k_stride, v_off, v_stride, o_off, o_stride, heads, masked;
+  } fp = {a->t,        a->head_dim, scale,         a->q.offset, a->q.stride,
+          a->k.offset, a->k.stride, a->v.offset,   a->v.stride, a->o.offset,
+          a->o.stride, a->heads,    a->mask != NULL};
+  gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, a->mask ? a->mask : a->q.buf, a->o.buf,
+                      batched ? a->lens : a->q.buf};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 2), fb, 6, &fp, sizeof fp, 1,
+               (a->t + 127) / 128, z); /* 128 queries a workgroup */
+}
+
 /* Attention (with relative positions or not) by the path the device's fast
  * kernels and the call's shape choose. */
 static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   gpu_attn_path path = gpu_attention_path(gpu_rec_device(rec), a, relative);
-  int st = check_attn(a, relative, path == GPU_ATTN_FLASH || path == GPU_ATTN_FLASH_TC);
+  int st = check_attn(a, relative, path == GPU_ATTN_FLASH || path == GPU_ATTN_FLASH_TC ||
+                                       path == GPU_ATTN_FLASH_MM);
   if (st) {
     gpu_rec_fail(rec, st);
     return;
@@ -380,6 +413,7 @@ static void attend(gpu_rec *rec, const gpu_attn *a, bool relative) {
   float scale = a->scale != 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
   if (path == GPU_ATTN_FLASH_TC) flash_tc(rec, a, relative, scale, FLASH_TC_KB, 0);
   else if (path == GPU_ATTN_FLASH) flash(rec, a, relative, scale);
+  else if (path == GPU_ATTN_FLASH_MM) flash_mm(rec, a, scale);
   else if (path == GPU_ATTN_MM) two(rec, a, scale);
   else three(rec, a, relative, scale);
 }

@@ -56,10 +56,18 @@ size_t gpu_attention_scratch_on(const gpu_device *d, uint32_t t, uint32_t heads,
 
 /* The kernels a call takes (chosen by gpu_attention and gpu_rel_attention
  * from the device's fast kernels and the call's shape): the portable three
- * (scores, softmax, values), flash.comp, flash_tc.comp, or scores and values
- * on the tensor cores with the softmax folded into them (attention_scores_tc,
- * attention_values_tc; the scratch must hold the row partials as well). */
-typedef enum { GPU_ATTN_PORTABLE, GPU_ATTN_FLASH, GPU_ATTN_FLASH_TC, GPU_ATTN_MM } gpu_attn_path;
+ * (scores, softmax, values), flash.comp, flash_tc.comp, or the tensor-core
+ * attention with hi + lo products: flash_mm.comp (one dispatch, no scores;
+ * head sizes up to 64, no chunked mask) or scores and values as two products
+ * with the softmax folded into them (attention_scores_tc, attention_values_tc;
+ * the scratch must hold the row partials as well). */
+typedef enum {
+  GPU_ATTN_PORTABLE,
+  GPU_ATTN_FLASH,
+  GPU_ATTN_FLASH_TC,
+  GPU_ATTN_MM,
+  GPU_ATTN_FLASH_MM
+} gpu_attn_path;
 gpu_attn_path gpu_attention_path(const gpu_device *d, const gpu_attn *a, bool relative);
 
 /* y[r] = softmax(scale · x[r]) over `cols` values of `rows` rows, the row's
@@ -87,6 +95,10 @@ void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uin
  * 2 (hi + lo scores, f16 probabilities and values) or 1 (f16 alone):
  * bench/attention_speed's accuracy experiments. */
 void gpu_attention_mm_precision(uint32_t level);
+/* Whether the tensor-core attention may take flash_mm for later recordings,
+ * in this process (on by default; off: the two products), for benchmarks and
+ * tests. */
+void gpu_attention_mm_flash(bool on);
 /* The tensor-core attention's tiles for later recordings, in this process:
  * attention_scores_tc's and attention_values_tc's, each from 0 (the default)
  * to its count − 1, for benchmarks and tests. */

@@ -79,8 +79,10 @@ typedef enum {
   GPU_FAST_CONV_GLU,  /* conv_glu with subgroup reductions (conv_glu_fast.comp) */
   GPU_FAST_ATTENTION, /* flash attention, no t² scores (flash.comp); needs no feature */
   GPU_FAST_ATTENTION_TC, /* flash attention on the tensor cores (flash_tc.comp), relative too */
-  GPU_FAST_ATTENTION_MM, /* attention on the tensor cores, scores and values as two products
-                            (attention_scores_tc.comp, attention_values_tc.comp); plain only */
+  GPU_FAST_ATTENTION_MM, /* attention on the tensor cores with hi + lo products, plain only: in
+                            one dispatch (flash_mm.comp, head sizes up to 64, no chunked mask)
+                            or scores and values as two products (attention_scores_tc.comp,
+                            attention_values_tc.comp) */
   GPU_FAST_GEMM_CPU,     /* the GEMM for CPU devices: a block of outputs per subgroup, no shared
                             memory (gemm_cpu.comp); where the fast GEMM does not take it */
   GPU_FAST_GEMV,         /* a decoder's one-row product: every invocation a 16-byte word of each

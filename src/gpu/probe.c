@@ -199,13 +199,13 @@ static void probe_attention_tc(gpu_rec *rec, probe_bufs *b) {
   gpu_rel_attention(rec, &r);
 }
 
-/* attention_scores_tc and attention_values_tc: plain attention at head size
- * 48 with the mask over t = 37 at a sharp scale (scores a float at a time;
- * f16 scores alone were 3e-3 off there on the H200, f16 probabilities and
- * values 4e-4: both fail the tolerance), at 128 over t = 20
- * (128 bits at a time), at 16 with the mask over t = 132 (two key tiles: the
- * row partials combined), into three parts of y. Timing: as
- * probe_attention's. */
+/* The tensor-core attention: plain attention at head size 48 with the mask
+ * over t = 37 at a sharp scale (flash_mm; f16 scores alone were 3e-3 off
+ * there on the H200, f16 probabilities and values 4e-4: both fail the
+ * tolerance), at 128 over t = 20 (attention_scores_tc and
+ * attention_values_tc, 128 bits at a time), at 16 with the mask over t = 132
+ * (flash_mm: two workgroups of queries, the last key block cut), into three parts of y.
+ * Timing: as probe_attention's (flash_mm at 8 heads of 64). */
 static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   if (b->timing) {
     probe_attention(rec, b);
