@@ -166,6 +166,17 @@ static void run(gpu_device *d, const shape *s, int reps) {
       diff = fmax(diff, fabs(want[e] - got[e]));
     }
     printf("  %s %8.1f µs %5.2fx (max |diff| %.1e of %.2f)", paths[i].name, us, base / us, diff, big);
+    /* flash_mm on 4 subgroups, and without loading ahead. */
+    for (uint32_t shape = 1; paths[i].path == GPU_ATTN_FLASH_MM && shape < 4; shape++) {
+      gpu_attention_mm_flash_shape(shape & 1 ? 4 : 8, shape < 2);
+      double ut = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
+      if (gpu_download(o, 0, got, on * sizeof(float))) exit(1);
+      double dt = 0;
+      for (size_t e = 0; e < on; e++) dt = fmax(dt, fabs(want[e] - got[e]));
+      printf("  %u sg%s %8.1f µs (max |diff| %.1e)", shape & 1 ? 4 : 8, shape < 2 ? "" : " not ahead",
+             ut, dt);
+      gpu_attention_mm_flash_shape(8, true);
+    }
     /* The mm path's other scores tiles, then its other values tiles, each
      * against the portable output. */
     for (uint32_t tile = 1; paths[i].path == GPU_ATTN_MM && tile < gpu_attention_mm_tile_pairs(); tile++) {

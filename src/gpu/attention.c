@@ -139,6 +139,14 @@ static bool mm_fits(const gpu_attn *a, bool relative) {
 static bool mm_flash = true;
 void gpu_attention_mm_flash(bool on) { mm_flash = on; }
 
+/* flash_mm's subgroups a workgroup and whether it loads the next key block
+ * ahead (gpu_attention_mm_flash_shape, for benchmarks). */
+static uint32_t flash_sgs = 8, flash_ahead = 1;
+void gpu_attention_mm_flash_shape(uint32_t subgroups, bool ahead) {
+  flash_sgs = subgroups == 4 ? 4 : 8;
+  flash_ahead = ahead;
+}
+
 static bool flash_mm_fits(const gpu_attn *a, bool relative) {
   uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
   return mm_flash && !relative && !a->chunk && a->head_dim % 16 == 0 && a->head_dim <= 64 &&
@@ -386,7 +394,7 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
 static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
   bool batched = a->batch > 1;
   uint32_t z = batched ? a->batch * a->heads : a->heads;
-  uint32_t spec[2] = {batched, a->head_dim};
+  uint32_t spec[5] = {batched, a->head_dim, flash_sgs, flash_ahead, 32 * flash_sgs};
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -396,8 +404,8 @@ static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
           a->o.stride, a->heads,    a->mask != NULL};
   gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, a->mask ? a->mask : a->q.buf, a->o.buf,
                       batched ? a->lens : a->q.buf};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 2), fb, 6, &fp, sizeof fp, 1,
-               (a->t + 127) / 128, z); /* 128 queries a workgroup */
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 5), fb, 6, &fp, sizeof fp, 1,
+               (a->t + 16 * flash_sgs - 1) / (16 * flash_sgs), z); /* 16 queries a subgroup */
 }
 
 /* Attention (with relative positions or not) by the path the device's fast

@@ -99,6 +99,10 @@ void gpu_attention_mm_precision(uint32_t level);
  * in this process (on by default; off: the two products), for benchmarks and
  * tests. */
 void gpu_attention_mm_flash(bool on);
+/* flash_mm's shape for later recordings, in this process: 4 or 8 subgroups a
+ * workgroup (the default 8), the next key block loaded ahead (the default) or
+ * not; for benchmarks. */
+void gpu_attention_mm_flash_shape(uint32_t subgroups, bool ahead);
 /* The tensor-core attention's tiles for later recordings, in this process:
  * attention_scores_tc's and attention_values_tc's, each from 0 (the default)
  * to its count − 1, for benchmarks and tests. */

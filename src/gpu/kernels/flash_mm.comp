@@ -43,9 +43,15 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 4) in;
 layout(constant_id = 0) const uint BATCH = 0;
 layout(constant_id = 1) const uint HD = 64; // head_dim: 16, 32, 48 or 64
+// The workgroup's subgroups (8: 128 queries), and whether the next key block
+// is loaded into registers while this one is worked on (1) or after it (0:
+// fewer registers).
+layout(constant_id = 2) const uint SGS = 8;
+layout(constant_id = 3) const uint PREFETCH = 1;
+layout(constant_id = 4) const uint THREADS = 256; // 32 · SGS
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -62,7 +68,7 @@ layout(push_constant) uniform Push {
   uint masked;
 } p;
 
-const uint SGS = 8, BM = 16 * SGS, KB = 32, ND = HD / 16, THREADS = 32 * SGS;
+const uint BM = 16 * SGS, KB = 32, ND = HD / 16;
 const uint HROW = HD / 8 + 1;           // 128-bit words per staged row of q, k or v (one of padding)
 const uint KH = KB * HROW;              // a half (hi or lo) of a block's k, or of its v
 const uint STAGE = 4 * KH;              // k hi, k lo, v hi, v lo
@@ -157,7 +163,7 @@ void main() {
 
   for (uint j0 = 0; j0 < len; j0 += KB) {
     bool more = j0 + KB < len;
-    if (more) fetch(j0 + KB, rb, col, len);
+    if (more && PREFETCH != 0) fetch(j0 + KB, rb, col, len);
     // 1. The scores.
     [[unroll]] for (uint n = 0; n < KB / 16; n++) {
       fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
@@ -224,6 +230,7 @@ void main() {
       }
     }
     if (more) {
+      if (PREFETCH == 0) fetch(j0 + KB, rb, col, len);
       barrier(); // every subgroup is done with the stage
       stage();
     }
