@@ -7,6 +7,13 @@ const uint W_F32 = 0, W_F16 = 1, W_BF16 = 2, W_Q8_0 = 3;
 // Two bf16 in a word → f32 (low half first).
 vec2 unpack_bf16(uint v) { return vec2(uintBitsToFloat(v << 16), uintBitsToFloat(v & 0xffff0000u)); }
 
+// Four 16-bit weights in two words (low half first) → f32: bf16 where wtype
+// is W_BF16, else f16.
+vec4 halves4(uint wtype, uvec2 h) {
+  if (wtype == W_BF16) return vec4(unpack_bf16(h.x), unpack_bf16(h.y));
+  return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+}
+
 // f32 → f16 bits, to nearest with ties to even, by integer operations only
 // (as base/half.h's f32_to_f16: the result does not hang on the driver's
 // conversion, which may flush f16 subnormals).

@@ -47,14 +47,7 @@ layout(push_constant) uniform Push {
 vec4 weights4(uint row, uint i) {
   uint at = row * p.wk + i;
   if (WTYPE == W_F32) return uintBitsToFloat(w4[at / 4]);
-  if (WTYPE == W_F16) {
-    uvec2 h = w2[at / 4];
-    return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-  }
-  if (WTYPE == W_BF16) {
-    uvec2 h = w2[at / 4];
-    return vec4(unpack_bf16(h.x), unpack_bf16(h.y));
-  }
+  if (WTYPE == W_F16 || WTYPE == W_BF16) return halves4(WTYPE, w2[at / 4]);
   return q8_scale(scales, at / 32) * unpack_q8(w[at / 4]);
 }
 

@@ -44,8 +44,7 @@ vec4 weights4(uint row, uint col) {
   if (WTYPE == W_F32)
     return vec4(uintBitsToFloat(w[i]), uintBitsToFloat(w[i + 1]), uintBitsToFloat(w[i + 2]),
                 uintBitsToFloat(w[i + 3]));
-  if (WTYPE == W_F16) return vec4(unpackHalf2x16(w[i / 2]), unpackHalf2x16(w[i / 2 + 1]));
-  if (WTYPE == W_BF16) return vec4(unpack_bf16(w[i / 2]), unpack_bf16(w[i / 2 + 1]));
+  if (WTYPE == W_F16 || WTYPE == W_BF16) return halves4(WTYPE, uvec2(w[i / 2], w[i / 2 + 1]));
   return q8_scale(scales, i / 32) * unpack_q8(w[i / 4]);
 }
 

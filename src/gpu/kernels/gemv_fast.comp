@@ -65,12 +65,8 @@ float chunk_dot(uint row, uint x) {
   uint at = row * p.wk + x; // in weights
   uvec4 q = w4[at / V];
   if (WTYPE == W_F32) return dot(av[0], uintBitsToFloat(q));
-  if (WTYPE == W_F16)
-    return dot(av[0], vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y))) +
-           dot(av[1], vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)));
-  if (WTYPE == W_BF16)
-    return dot(av[0], vec4(unpack_bf16(q.x), unpack_bf16(q.y))) +
-           dot(av[1], vec4(unpack_bf16(q.z), unpack_bf16(q.w)));
+  if (WTYPE == W_F16 || WTYPE == W_BF16)
+    return dot(av[0], halves4(WTYPE, q.xy)) + dot(av[1], halves4(WTYPE, q.zw));
   float d = q8_scale(scales, at / 32);
   float s = 0.0;
   for (uint e = 0; e < V / 4; e++) s += dot(av[e], d * unpack_q8(q[e]));
