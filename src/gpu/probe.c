@@ -477,11 +477,11 @@ static const struct {
      * f16: about 1e-3 of the largest output (test_attention). */
     [GPU_FAST_ATTENTION_TC] = {"flash attention (tensor cores)", probe_attention_tc, 0, true,
                                5e-3f},
-    /* The two products on the tensor cores take q, k, p and v as hi + lo
-     * f16 pairs: H200 1.8e-5 (the scores' row partials are summed across
-     * lanes by shuffles). */
-    [GPU_FAST_ATTENTION_MM] = {"attention scores and values (tensor cores)", probe_attention_mm,
-                               SG_SHUFFLE, true, 1e-4f},
+    /* flash_mm and the two products take q, k, p and v as hi + lo f16
+     * pairs: H200 1.8e-5 (a row's max and sum are combined across lanes by
+     * shuffles). */
+    [GPU_FAST_ATTENTION_MM] = {"attention on the tensor cores (hi + lo f16 products)",
+                               probe_attention_mm, SG_SHUFFLE, true, 1e-4f},
     /* Its sums in another order: ~1e-6 of the largest output. */
     [GPU_FAST_GEMM_CPU] = {"GEMM for CPU devices (subgroups)", probe_gemm_cpu, SG_ARITHMETIC, false,
                            1e-5f},
