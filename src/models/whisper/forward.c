@@ -51,12 +51,14 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
   record_stem(m);
   tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
                       .scores = a->scores, .att_heads = m->att_heads};
+  /* Each block writes the next one's first norm (the last block the encoder's). */
   for (uint32_t i = 0; i < c->enc_layers; i++) {
-    tf_enc_forward(m->rec, &m->enc_dims, &m->enc[i], &s, t);
+    bool last = i + 1 == c->enc_layers;
+    tf_enc_forward(m->rec, &m->enc_dims, &m->enc[i], &s, t, i > 0,
+                   last ? &m->enc_ln : &m->enc[i + 1].ln_attn, last ? a->enc : a->h);
     /* Every 4 layers to the GPU while the rest is recorded (discrete GPUs). */
     if (i % 4 == 3) TRY(gpu_rec_flush(m->rec));
   }
-  gpu_layer_norm(m->rec, a->x, 0, S, &m->enc_ln, a->enc, 0, S, t, d, NULL, NULL);
   tf_cross_kv(m->rec, &m->dec_dims, m->dec, c->dec_layers, a->enc, S, a->kv, t);
   TRY(gpu_rec_run(m->rec));
   if (!enc) return 0;
