@@ -14,7 +14,8 @@
 
 static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
 
-/* Queries × keys per workgroup (one subgroup) of attention_scores_cpu. */
+/* Queries × keys per workgroup (one subgroup) of attention_scores_cpu, and
+ * its queries in attention_values_cpu. */
 #define CPU_QUERIES 4u
 #define CPU_KEYS 8u
 
@@ -300,8 +301,9 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   /* spec: relative, batched (the lengths at the next binding), step, tile. */
   uint32_t z = batched ? a->batch * a->heads : a->heads;
   portable_shape ps = shape(rec, a, z);
-  /* On a CPU device the scores' blocks of queries × keys per subgroup
-   * (attention_scores_cpu.comp), every read 4 floats where all is aligned. */
+  /* On a CPU device the scores and the values in blocks per subgroup
+   * (attention_scores_cpu.comp, attention_values_cpu.comp), every read 4
+   * floats where all is aligned. */
   gpu_device *d = gpu_rec_device(rec);
   uint32_t sg = gpu_device_info(d)->subgroup_size;
   bool cpu = gpu_fast_used(d, GPU_FAST_ATTENTION_CPU) && sg >= 4 && sg <= 64;
@@ -328,12 +330,19 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  uint32_t vspec[2] = {batched, vt};
-  k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
+  if (cpu) { /* attention_values_cpu: 4·sg columns × CPU_QUERIES queries a subgroup */
+    uint32_t vspec[4] = {batched, CPU_QUERIES, sg, (t | a->v.offset | a->v.stride | hd) % 4 == 0};
+    k = gpu_rec_kernel(rec, "attention_values_cpu", vspec, 4);
+    gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, (hd + 4 * sg - 1) / (4 * sg),
+                 (t + CPU_QUERIES - 1) / CPU_QUERIES, z);
+    return;
+  }
+  uint32_t vspec[2] = {batched, vt};
+  k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, (hd + vt - 1) / vt, (t + vt - 1) / vt, z);
 }
 
