@@ -53,9 +53,9 @@ typedef struct {
   gpu_rec *live;       /* submitted by _start, not yet waited for */
   bool embed_live;     /* and the embedding's submission with it */
   bool ahead;          /* run.c prepares the next token while the GPU runs one */
-  /* Greedy chunks (whisper_greedy_*) in the layers' recorders: chunk[i]
-   * holds steps [n0[i], n0[i] + count[i]); recorded: not yet submitted. */
-  bool gpu_greedy;     /* run.c's greedy tier chooses on the GPU */
+  bool gpu_greedy;     /* run.c's greedy tier chooses on the GPU (whisper_greedy_*) */
+  /* The greedy chunk in layers[i]: steps [n0[i], n0[i] + count[i]), recorded
+   * and not yet submitted, or submitted and not yet waited for. */
   uint32_t n0[2], count[2];
   bool recorded[2], submitted[2];
 } whisper_steps;
