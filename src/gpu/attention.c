@@ -122,20 +122,23 @@ static uint64_t mm_words(const gpu_attn *a) {
   return mm_scores(a) + mm_partials(a->t, mm_scores(a) / (a->t ? a->t : 1));
 }
 
+/* Whether q, k and v start and step at whole 128-bit words (the tensor-core
+ * kernels' loads). */
+static bool qkv_whole_words(const gpu_attn *a) {
+  return (a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride) % 4 == 0;
+}
+
 /* Whether attention_scores_tc and attention_values_tc can take call a:
  * plain attention, head sizes of 16·n up to 128, q, k and v at offsets and
  * strides of whole 128-bit words (their loads), the scores and their row
  * partials within the scratch (and 32-bit offsets). Key and chunked masks
  * and batches as the portable kernels. */
 static bool mm_fits(const gpu_attn *a, bool relative) {
-  uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
-  return !relative && a->head_dim % 16 == 0 && a->head_dim <= 128 && words % 4 == 0 &&
+  return !relative && a->head_dim % 16 == 0 && a->head_dim <= 128 && qkv_whole_words(a) &&
          a->scores && mm_words(a) <= gpu_buffer_size(a->scores) / 4 && mm_words(a) < UINT32_MAX;
 }
 
-/* Whether flash_mm may take call a (gpu_attention_mm_flash): plain
- * attention, head sizes 16 to 64 by 16 (its shared memory), q, k and v at
- * whole 128-bit words, no chunked mask. */
+/* flash_mm may take calls (gpu_attention_mm_flash, for benchmarks and tests). */
 static bool mm_flash = true;
 void gpu_attention_mm_flash(bool on) { mm_flash = on; }
 
@@ -147,10 +150,11 @@ void gpu_attention_mm_flash_shape(uint32_t subgroups, bool ahead) {
   flash_ahead = ahead;
 }
 
+/* Whether flash_mm can take call a: plain attention, head sizes 16 to 64 by
+ * 16 (its shared memory), q, k and v at whole 128-bit words, no chunked mask. */
 static bool flash_mm_fits(const gpu_attn *a, bool relative) {
-  uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | a->v.offset | a->v.stride;
   return mm_flash && !relative && !a->chunk && a->head_dim % 16 == 0 && a->head_dim <= 64 &&
-         words % 4 == 0;
+         qkv_whole_words(a);
 }
 
 /* flash_tc first where it is used, then flash.comp (CPU devices; no

@@ -102,9 +102,10 @@ void gpu_embed_from(gpu_rec *rec, const gpu_linear *l, gpu_buffer *ids, uint32_t
 #define TS_SLICE 1024
 #define TS_PARTS 9 /* words per workgroup */
 
-size_t gpu_ts_greedy_scratch(uint32_t vocab) {
-  return (size_t)(vocab + TS_SLICE - 1) / TS_SLICE * TS_PARTS;
-}
+/* ts_greedy's first-pass workgroups for a vocabulary. */
+static uint32_t ts_groups(uint32_t vocab) { return (vocab + TS_SLICE - 1) / TS_SLICE; }
+
+size_t gpu_ts_greedy_scratch(uint32_t vocab) { return (size_t)ts_groups(vocab) * TS_PARTS; }
 
 void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_buffer *gen,
                    gpu_buffer *lp, uint32_t n, gpu_buffer *scratch) {
@@ -119,7 +120,7 @@ void gpu_ts_greedy(gpu_rec *rec, gpu_buffer *logits, const gpu_ts_rules *r, gpu_
       !holds(rec, "ts_greedy", "lp", lp, (uint64_t)n + 1) ||
       !holds(rec, "ts_greedy", "scratch", scratch, gpu_ts_greedy_scratch(r->vocab)))
     return;
-  uint32_t groups = (r->vocab + TS_SLICE - 1) / TS_SLICE;
+  uint32_t groups = ts_groups(r->vocab);
   struct {
     uint32_t vocab, eot, no_ts, n, words, flags;
     int32_t max_initial;

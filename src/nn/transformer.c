@@ -26,8 +26,8 @@ void tf_dec_block_free(tf_dec_block *b) {
   for (size_t i = 0; i < 3; i++) w_norm_free(n[i]);
 }
 
-/* x += fc2(act(fc1(h))) over t rows (h of `stride`; wide: the inner rows);
- * with `next`, then y = next(x) (rows `stride` apart). */
+/* x += fc2(act(fc1(h))) over t rows (h of `stride`; wide: the inner rows),
+ * then y = next(x) (rows `stride` apart). */
 static void mlp(gpu_rec *rec, const tf_dims *dm, const gpu_linear *fc1, const gpu_linear *fc2,
                 gpu_buffer *h, uint32_t stride, gpu_buffer *wide, gpu_buffer *x, uint32_t t,
                 const gpu_norm *next, gpu_buffer *y) {
@@ -35,16 +35,18 @@ static void mlp(gpu_rec *rec, const tf_dims *dm, const gpu_linear *fc1, const gp
   gpu_gemm_strided(rec, h, stride, fc1, wide, t, dm->mlp == TF_GELU ? GPU_EPI_GELU : GPU_EPI_BIAS,
                    0);
   if (dm->mlp == TF_SWIGLU) gpu_swiglu(rec, wide, 0, w, wide, 0, w, t, dm->ff);
-  if (next) gpu_gemm_norm(rec, wide, w, fc2, x, t, GPU_EPI_RESIDUAL, 1.0f, dm->d, next, y, stride);
-  else gpu_gemm_strided(rec, wide, w, fc2, x, t, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_gemm_norm(rec, wide, w, fc2, x, t, GPU_EPI_RESIDUAL, 1.0f, dm->d, next, y, stride);
 }
 
-void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *b,
-                    const tf_enc_scratch *s, uint32_t t, bool normed, const gpu_norm *next,
-                    gpu_buffer *next_y) {
+void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *blocks, uint32_t layers,
+                    uint32_t i, const tf_enc_scratch *s, uint32_t t, const gpu_norm *final,
+                    gpu_buffer *out) {
+  const tf_enc_block *b = &blocks[i];
+  bool last = i + 1 == layers;
+  const gpu_norm *next = last ? final : &blocks[i + 1].ln_attn;
   uint32_t S = s->stride, d = dm->d, hd = dm->head_dim, a = tf_attn_width(dm);
   uint32_t W = gpu_linear_width(&b->qkv), g = s->att_heads;
-  if (!normed) gpu_layer_norm(rec, s->x, 0, S, &b->ln_attn, s->h, 0, S, t, d, NULL, NULL);
+  if (i == 0) gpu_layer_norm(rec, s->x, 0, S, &b->ln_attn, s->h, 0, S, t, d, NULL, NULL);
   gpu_gemm_strided(rec, s->h, S, &b->qkv, s->wide, t, GPU_EPI_BIAS, 0);
   if (dm->rot) {
     gpu_rope r = *s->rope;
@@ -62,7 +64,7 @@ void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *b,
     gpu_attention(rec, &at);
   }
   gpu_gemm_norm(rec, s->o, S, &b->out, s->x, t, GPU_EPI_RESIDUAL, 1.0f, d, &b->ln_ffn, s->h, S);
-  mlp(rec, dm, &b->fc1, &b->fc2, s->h, S, s->wide, s->x, t, next, next_y);
+  mlp(rec, dm, &b->fc1, &b->fc2, s->h, S, s->wide, s->x, t, next, last ? out : s->h);
 }
 
 void tf_cross_kv(gpu_rec *rec, const tf_dims *dm, tf_dec_block *blocks, uint32_t layers,

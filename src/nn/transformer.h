@@ -53,14 +53,14 @@ typedef struct {
   uint32_t left, right;  /* sliding attention of the next block (gpu_window_attention); 0: all keys */
 } tf_enc_scratch;
 
-/* Records x += Attn(LN(x)); x += MLP(LN(x)) over t frames of s->x. With
- * `normed`, s->h already holds the first LN(x) (the block before wrote it);
- * with `next`, the block ends by writing next(x) into next_y (rows s->stride
- * apart): the next block's first norm or the encoder's last. Each norm after
- * a product goes in the product's split-k reduce where it has one (gpu_gemm_norm). */
-void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *b,
-                    const tf_enc_scratch *s, uint32_t t, bool normed, const gpu_norm *next,
-                    gpu_buffer *next_y);
+/* Records block i of `layers`: x += Attn(LN(x)); x += MLP(LN(x)) over t
+ * frames of s->x. Each block ends by writing the next norm of x: the next
+ * block's first into s->h (which that block then reads as its own), the last
+ * block `final` into out (rows s->stride apart); each norm after a product
+ * goes in the product's split-k reduce where it has one (gpu_gemm_norm). */
+void tf_enc_forward(gpu_rec *rec, const tf_dims *dm, const tf_enc_block *blocks, uint32_t layers,
+                    uint32_t i, const tf_enc_scratch *s, uint32_t t, const gpu_norm *final,
+                    gpu_buffer *out);
 
 /* Records each layer's cross K|V from enc ([t][stride]) into its f16 cross
  * cache, through kv ([t][width of cross_kv] scratch). */

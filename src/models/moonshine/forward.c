@@ -83,12 +83,9 @@ static void record_blocks(moonshine *m, uint32_t t, uint32_t S) {
   gpu_rope r = {a->rope, c->rot, 0};
   tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
                       .scores = a->scores, .att_heads = a->att_heads, .rope = &r};
-  /* Each block writes the next one's first norm (the last block the encoder's). */
   for (uint32_t i = 0; i < c->enc_layers; i++) {
-    bool last = i + 1 == c->enc_layers;
     if (c->streaming) s.left = c->window[2 * i], s.right = c->window[2 * i + 1];
-    tf_enc_forward(m->rec, &m->enc_dims, &m->enc[i], &s, t, i > 0,
-                   last ? &m->enc_ln : &m->enc[i + 1].ln_attn, last ? a->enc : a->h);
+    tf_enc_forward(m->rec, &m->enc_dims, m->enc, c->enc_layers, i, &s, t, &m->enc_ln, a->enc);
   }
 }
 

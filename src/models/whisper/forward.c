@@ -51,11 +51,8 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
   record_stem(m);
   tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
                       .scores = a->scores, .att_heads = m->att_heads};
-  /* Each block writes the next one's first norm (the last block the encoder's). */
   for (uint32_t i = 0; i < c->enc_layers; i++) {
-    bool last = i + 1 == c->enc_layers;
-    tf_enc_forward(m->rec, &m->enc_dims, &m->enc[i], &s, t, i > 0,
-                   last ? &m->enc_ln : &m->enc[i + 1].ln_attn, last ? a->enc : a->h);
+    tf_enc_forward(m->rec, &m->enc_dims, m->enc, c->enc_layers, i, &s, t, &m->enc_ln, a->enc);
     /* Every 4 layers to the GPU while the rest is recorded (discrete GPUs). */
     if (i % 4 == 3) TRY(gpu_rec_flush(m->rec));
   }
