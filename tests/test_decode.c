@@ -253,8 +253,6 @@ static void pack_cases(void) {
   free(x);
 }
 
-/* Bad shapes become an error from gpu_rec_run, with nothing dispatched. */
-
 /* ---- ts_greedy ---- */
 
 /* A vocabulary for ts_greedy's cases: Whisper's multilingual ids, or a small one. */
@@ -363,6 +361,7 @@ static void ts_greedy_cases(void) {
   }
 }
 
+/* Bad shapes become an error from gpu_rec_run, with nothing dispatched. */
 static void bad_arguments(void) {
   float *bias = test_random(100, 2), *w;
   gpu_linear l;
