@@ -17,12 +17,19 @@
  *         split counts.
  *   wide  tiles of 4, 8 and 16 subgroups at large m with a in f16, one
  *         piece each (m is ignored).
+ *   peak  the tensor cores' rate through NV cooperative matrices with no
+ *         loads (mma_peak.comp): chains of products into 1 … 16
+ *         accumulators a subgroup: 16×16 f32 and f16 accumulators, 16×8
+ *         f32 ones (m is ignored).
+ *   diag  gpu_gemm's tile at large m with parts of its k loop left out
+ *         (gemm_tc's DIAG: the global loads, the products, the barriers;
+ *         results wrong by design), to see where a step's time goes.
  *   all   calls and tiles.
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
  * Build: bench/build_benches.sh BUILD;
- * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|all]. */
+ * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,12 +63,13 @@ typedef struct {
 
 /* One gemm_tc call with tile t and `splits` pieces of k (as gpu_gemm records
  * them: the pieces summed by gemm_reduce). */
-static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits, bool a16) {
+static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t splits, bool a16,
+                   uint32_t diag) {
   gpu_device *d = gpu_rec_device(rec);
   const gpu_linear *l = &pb->l;
   uint32_t threads = 32 * t->sg_m * t->sg_n, m = pb->m;
   uint32_t bk = t->bk ? t->bk : 32;
-  uint32_t spec[8] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, bk, a16};
+  uint32_t spec[9] = {GPU_F16, t->sg_m, t->sg_n, t->tm, t->tn, threads, bk, a16, diag};
   uint32_t bm = t->sg_m * t->tm * 16, bn = t->sg_n * t->tn * 16;
   uint32_t kc = (l->k + splits - 1) / splits;
   kc = (kc + bk - 1) / bk * bk;
@@ -73,7 +81,7 @@ static void record(gpu_rec *rec, const tile *t, const problem *pb, uint32_t spli
   } push = {m, l->n, l->k, GPU_EPI_BIAS, 1.0f, l->dual, l->k, l->wk, splits, kc};
   gpu_buffer *part = gpu_device_scratch(d, (size_t)32 << 20);
   gpu_buffer *bufs[] = {pb->a, l->bias, pb->c, l->w, l->bias, splits > 1 ? part : pb->c};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, a16 ? 8 : 7), bufs, 6, &push, sizeof push,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "gemm_tc", spec, diag ? 9 : a16 ? 8 : 7), bufs, 6, &push, sizeof push,
                (l->n + bn - 1) / bn, (m + bm - 1) / bm, splits);
   if (splits == 1) return;
   struct {
@@ -91,11 +99,12 @@ typedef struct {
   const tile *t;
   uint32_t splits;
   bool a16; /* a in f16 (ATYPE 1): the problem's a buffer holds halves */
+  uint32_t diag; /* gemm_tc's DIAG bits (the `diag` sweep) */
 } config;
 
 /* One call of configuration c. */
 static void record_one(gpu_rec *rec, const problem *pb, const config *c) {
-  if (c->t) record(rec, c->t, pb, c->splits, c->a16);
+  if (c->t) record(rec, c->t, pb, c->splits, c->a16, c->diag);
   else gpu_gemm(rec, pb->a, &pb->l, pb->c, pb->m, GPU_EPI_BIAS, 1.0f);
 }
 
@@ -115,11 +124,19 @@ static void record_f16a(gpu_rec *rec, const problem *pb, const config *unused) {
                (l->n + 127) / 128, (pb->m + 127) / 128, 1);
 }
 
-/* Best µs per call of `reps` calls per submission, each recorded by fn. */
+/* Best µs per call of `reps` calls per submission, each recorded by fn,
+ * after 200 ms of the same submissions: the H200's clocks drop while the
+ * host makes a new kernel's pipeline, and a few short submissions after it
+ * ran at a fraction of the speed (docs/perf.md, thirteenth session). */
 static double timed(gpu_device *d, void (*fn)(gpu_rec *, const problem *, const config *),
                     const problem *pb, const config *c, int reps) {
   gpu_rec *rec;
   if (gpu_rec_new(d, &rec)) exit(1);
+  for (double w0 = bench_now_ms(); bench_now_ms() - w0 < 200;) {
+    if (gpu_rec_begin(rec)) exit(1);
+    for (int i = 0; i < reps; i++) fn(rec, pb, c);
+    if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_tc_sweep: the GPU run failed\n"));
+  }
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
     if (gpu_rec_begin(rec)) exit(1);
@@ -246,7 +263,7 @@ static void k_scan(gpu_device *d, uint32_t rows, int reps) {
     problem_new(d, rows, 3072, ks[q], reps, &pb);
     printf("%6u", ks[q]);
     for (int c = 0; c < NC; c++) {
-      config cf = {&tiles[c], 1, false};
+      config cf = {&tiles[c], 1, false, 0};
       us[q][c] = timed(d, record_one, &pb, &cf, reps);
       double diff = diff_from_ref(&pb);
       printf("   %7.2f [%.0e]%s", us[q][c], diff, diff > 1e-3 ? " WRONG" : "");
@@ -308,7 +325,7 @@ static void dispatch_floor(gpu_device *d, uint32_t rows, int reps) {
     printf("    %u×%u×k:", sizes[z][0], sizes[z][1]);
     for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
       problem_new(d, sizes[z][0], sizes[z][1], ks[q], reps, &pb);
-      double u = timed(d, record_one, &pb, &(config){&t64, 1, false}, reps), diff = diff_from_ref(&pb);
+      double u = timed(d, record_one, &pb, &(config){&t64, 1, false, 0}, reps), diff = diff_from_ref(&pb);
       printf("  %.2f%s", u, diff > 1e-3 ? " WRONG" : "");
       problem_free(&pb);
     }
@@ -333,7 +350,7 @@ static void split_sweep(gpu_device *d, uint32_t rows, int reps, const char *titl
       for (size_t q = 0; q < nsplits; q++) {
         uint32_t sp = splits[q];
         if (pb.k / sp < least || (size_t)sp * pb.m * pb.n * 4 > ((size_t)32 << 20)) continue;
-        double u = timed(d, record_one, &pb, &(config){tl, sp, false}, reps);
+        double u = timed(d, record_one, &pb, &(config){tl, sp, false, 0}, reps);
         printf("  s%u %.1f (%.0f)%s", sp, u, pb.flop / u * 1e-6,
                diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       }
@@ -392,7 +409,7 @@ static void wide_sweep(gpu_device *d, int reps) {
       uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
       uint32_t stage = (bm + bn) * (tl->bk / 8 + 1) * 16, out = tl->sg_m * tl->sg_n * tl->tn * 1024;
       if (stage > 49152 || out > 49152) continue;
-      double u = timed(d, record_one, &pb, &(config){tl, 1, true}, reps), diff = diff_from_ref(&pb);
+      double u = timed(d, record_one, &pb, &(config){tl, 1, true, 0}, reps), diff = diff_from_ref(&pb);
       printf("  %3u×%-3u k%u (%u×%u sg, %u×%u, %s)  %.1f (%.1f) [%.0e]%s\n", bm, bn, tl->bk,
              tl->sg_m, tl->sg_n, tl->tm, tl->tn, 2 * stage <= 49152 ? "2 stages" : "1 stage", u,
              pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
@@ -435,7 +452,7 @@ static void big_sweep(gpu_device *d, int reps) {
       const tile *tl = &tiles[t];
       uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
       if (2u * (bm + bn) * 80 > 49152) continue;
-      double u = timed(d, record_one, &pb, &(config){tl, 1, false}, reps), diff = diff_from_ref(&pb);
+      double u = timed(d, record_one, &pb, &(config){tl, 1, false, 0}, reps), diff = diff_from_ref(&pb);
       printf("  %3u×%-3u (%u×%u sg, %u×%u)  %.1f (%.1f) [%.0e]%s\n", bm, bn, tl->sg_m, tl->sg_n,
              tl->tm, tl->tn, u, pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
@@ -457,15 +474,84 @@ static void big_sweep(gpu_device *d, int reps) {
   }
 }
 
+/* mma_peak: 16 workgroups an SM's worth (132 SMs) of 8 subgroups, each
+ * making `iters` products into each of its accumulators (the call timed()
+ * records: peak_spec and peak_out say which and where). */
+static uint32_t peak_spec[6];
+static gpu_buffer *peak_out;
+enum { PEAK_GROUPS = 132 * 16, PEAK_ITERS = 1024 };
+
+static void record_peak(gpu_rec *rec, const problem *unused, const config *unused_c) {
+  (void)unused, (void)unused_c;
+  gpu_buffer *bufs[] = {peak_out, peak_out};
+  uint32_t iters = PEAK_ITERS;
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "mma_peak", peak_spec, 6), bufs, 2, &iters, sizeof iters,
+               PEAK_GROUPS, 1, 1);
+}
+
+static void peak_sweep(gpu_device *d, int reps) {
+  if (gpu_buffer_new(d, (size_t)PEAK_GROUPS * 8 * 256 * 4, &peak_out)) exit(1);
+  static const uint32_t ns[] = {1, 2, 4, 8, 16};
+  printf("mma_peak: %u workgroups of 8 subgroups, %u products into each accumulator\n", PEAK_GROUPS,
+         PEAK_ITERS);
+  for (uint32_t kind = 0; kind < 3; kind++) /* 16×16 f32, 16×16 f16, 16×8 f32 */
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+      memcpy(peak_spec, (uint32_t[6]){ns[i], kind == 1, 256, kind == 2, 0, 9}, sizeof peak_spec);
+      double us = timed(d, record_peak, NULL, NULL, reps);
+      double flop = (double)PEAK_GROUPS * 8 * PEAK_ITERS * ns[i] * 2.0 * 16 * 16 * (kind == 2 ? 8 : 16);
+      printf("  %2u accumulators a subgroup, %s: %9.1f µs a call, %6.1f TFLOP/s\n", ns[i],
+             kind == 0 ? "16×16 f32" : kind == 1 ? "16×16 f16" : "16×8 f32", us, flop / us * 1e-6);
+    }
+  /* gemm_tc's inner step: 2 + 2 matrices from shared memory, 4 products. */
+  static const uint32_t loads[][2] = {{1, 9}, {2, 9}, {1, 5}, {2, 5}, {1, 8}, {2, 8}, {1, 17}};
+  for (size_t i = 0; i < sizeof loads / sizeof *loads; i++) {
+    memcpy(peak_spec, (uint32_t[6]){4, 0, 256, 0, loads[i][0], loads[i][1]}, sizeof peak_spec);
+    double us = timed(d, record_peak, NULL, NULL, reps);
+    double flop = (double)PEAK_GROUPS * 8 * PEAK_ITERS * 4 * 2.0 * 16 * 16 * 16;
+    printf("  2 + 2 matrices from shared memory (b %s, rows of %u words), 4 products: %9.1f µs, %6.1f TFLOP/s\n",
+           loads[i][0] == 1 ? "column-major" : "row-major", loads[i][1], us, flop / us * 1e-6);
+  }
+  gpu_buffer_free(peak_out);
+}
+
+/* gpu_gemm's tile at large m (16 subgroups of 2×2, k by 64, a in f16) with
+ * parts of the k loop left out. */
+static void diag_sweep(gpu_device *d, int reps) {
+  static const tile t = {4, 4, 2, 2, 64};
+  static const uint32_t shapes[][3] = {{4096, 4096, 4096}, {1500, 5120, 1280}, {1500, 1280, 1280}};
+  static const struct {
+    uint32_t bits;
+    const char *name;
+  } diags[] = {{0, "whole"}, {1, "no global loads"}, {4, "no barriers"}, {5, "no loads, no barriers"},
+               {0, "whole again"}};
+  printf("gemm_tc 128×128 on 16 sg, k by 64, a in f16, parts left out: µs (TFLOP/s as if whole)\n");
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    problem pb;
+    problem_shown(d, shapes[s][0], shapes[s][1], shapes[s][2], reps, &pb);
+    gpu_buffer *a32 = pb.a;
+    pb.a = f16_copy_of_a(d, &pb);
+    for (size_t i = 0; i < sizeof diags / sizeof *diags; i++) {
+      double u = timed(d, record_one, &pb, &(config){&t, 1, true, diags[i].bits}, reps);
+      printf("  %-28s %8.1f (%.1f)%s\n", diags[i].name, u, pb.flop / u * 1e-6,
+             diags[i].bits ? "" : diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
+      fflush(stdout);
+    }
+    gpu_buffer_free(pb.a);
+    pb.a = a32;
+    problem_free(&pb);
+  }
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
   uint32_t rows = argc > 2 ? (uint32_t)atoi(argv[2]) : 138;
   const char *what = argc > 3 ? argv[3] : "calls";
   bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
   bool bigs = !strcmp(what, "big"), fit = !strcmp(what, "fit"), wide = !strcmp(what, "wide");
+  bool peak = !strcmp(what, "peak"), diag = !strcmp(what, "diag");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit || wide)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit || wide || peak || diag)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -486,6 +572,8 @@ int main(int argc, char **argv) {
   if (bigs) big_sweep(d, reps);
   if (fit) fit_sweep(d, rows, reps);
   if (wide) wide_sweep(d, reps);
+  if (peak) peak_sweep(d, reps);
+  if (diag) diag_sweep(d, reps);
   gpu_close(d);
   return 0;
 }

@@ -19,7 +19,7 @@
 
 #define GPU_MAX_BINDINGS 8
 #define GPU_MAX_PUSH 128
-#define GPU_MAX_SPEC 8
+#define GPU_MAX_SPEC 10
 
 typedef struct gpu_device gpu_device;
 typedef struct gpu_buffer gpu_buffer;

@@ -49,6 +49,10 @@ layout(constant_id = 6) const uint BK = 32;        // k per step: 32 or 64
 // a's type: 0 f32 (rounded when staged), 1 f16 already (8 halves per 128-bit
 // word, lda in halves: the same products, half the bytes; for experiments).
 layout(constant_id = 7) const uint ATYPE = 0;
+// Benchmarks only (bench/gemm_tc_sweep's `diag`; wrong results): bits that
+// leave a part of the k loop out to time the rest: 1 the global loads (the
+// stage gets constants), 4 the loop's barriers.
+layout(constant_id = 8) const uint DIAG = 0;
 
 layout(std430, binding = 0) readonly buffer A { vec4 a4[]; };
 layout(std430, binding = 0) readonly buffer A16 { uvec4 a8[]; }; // ATYPE 1
@@ -84,6 +88,11 @@ uvec4 rb[BL];    // the next step's W
 // Global → registers: the step at k0. Chunk e is row e / CW, k0 + 8·(e % CW).
 void fetch(uint row0, uint col0, uint k0, uint kend) {
   uint tid = gl_LocalInvocationID.x;
+  if ((DIAG & 1) != 0) {
+    [[unroll]] for (uint i = 0; i < AL; i++) ra[2 * i] = ra[2 * i + 1] = vec4(float(k0)), rh[i] = uvec4(k0);
+    [[unroll]] for (uint i = 0; i < BL; i++) rb[i] = uvec4(k0);
+    return;
+  }
   [[unroll]] for (uint i = 0; i < AL; i++) {
     uint e = tid + i * THREADS, row = row0 + e / CW, kk = k0 + 8 * (e % CW);
     bool in_a = row < p.m && kk < kend && (A_EVEN || e < BM * CW);
@@ -159,10 +168,10 @@ void main() {
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i * TN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * TN + j]);
     }
     if (more) {
-      if (NST == 1) barrier(); // every subgroup has read the stage it is about to replace
+      if (NST == 1 && (DIAG & 4) == 0) barrier(); // every subgroup has read the stage it is about to replace
       stage(NST == 1 ? s : s ^ 1);
     }
-    barrier();
+    if ((DIAG & 4) == 0) barrier();
     if (NST == 2) s ^= 1;
   }
 
