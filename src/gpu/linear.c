@@ -20,6 +20,11 @@
 #define SPLIT_TILES 256
 #define SPLIT_MIN_K 512
 #define SPLIT_MIN_K_TC 256 /* gemm_tc: its steps are cheap, so shorter pieces pay */
+/* gemm_tc from this many tiles: one piece. Its 128×128 tiles fill an SM each;
+ * at Whisper's 1 500 × 1 280 (120 tiles on the H200's 132 SMs) one piece took
+ * 47 µs where three and their reduce took 72 (docs/perf.md, thirteenth
+ * session). */
+#define SPLIT_WHOLE_TC 96
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
 /* a in f16 for gemm_tc from A16_MIN_M rows (gpu_gemm_a16), through the
@@ -320,7 +325,9 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   }
   uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
   bool split = v == GPU_GEMM_AUTO || is_tc(v);
-  uint32_t splits = split ? split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K) : 1;
+  uint32_t splits = !split || (is_tc(v) && tiles >= SPLIT_WHOLE_TC)
+                        ? 1
+                        : split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K);
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
