@@ -166,16 +166,15 @@ static void run(gpu_device *d, const shape *s, int reps) {
       diff = fmax(diff, fabs(want[e] - got[e]));
     }
     printf("  %s %8.1f µs %5.2fx (max |diff| %.1e of %.2f)", paths[i].name, us, base / us, diff, big);
-    /* flash_mm on 4 subgroups, and without loading ahead. */
-    for (uint32_t shape = 1; paths[i].path == GPU_ATTN_FLASH_MM && shape < 4; shape++) {
-      gpu_attention_mm_flash_shape(shape & 1 ? 4 : 8, shape < 2);
+    /* flash_mm's other shapes. */
+    for (uint32_t f = 1; paths[i].path == GPU_ATTN_FLASH_MM && f < gpu_attention_mm_flash_shapes(); f++) {
+      const char *name = gpu_attention_mm_flash_shape(f);
       double ut = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
       if (gpu_download(o, 0, got, on * sizeof(float))) exit(1);
       double dt = 0;
       for (size_t e = 0; e < on; e++) dt = fmax(dt, fabs(want[e] - got[e]));
-      printf("  %u sg%s %8.1f µs (max |diff| %.1e)", shape & 1 ? 4 : 8, shape < 2 ? "" : " not ahead",
-             ut, dt);
-      gpu_attention_mm_flash_shape(8, true);
+      printf("\n    %s %8.1f µs (max |diff| %.1e)", name, ut, dt);
+      gpu_attention_mm_flash_shape(0);
     }
     /* The mm path's other scores tiles, then its other values tiles, each
      * against the portable output. */

@@ -377,13 +377,15 @@ int main(void) {
     printf("attention: %s\n", paths[path]);
     CHECK(gpu_attention_scratch_on(d, 300, 8, 128) == (path == 1 ? 1 : gpu_attention_scratch(300, 8)),
           "scratch on the %s path", paths[path]);
-    /* The tensor-core path in each scores tile, then each values tile (0, 0
-     * last: the defaults). */
-    for (uint32_t tile = path == 3 ? gpu_attention_mm_tile_pairs() : 1; tile-- > 0;) {
+    /* The tensor-core path in each scores tile, then each values tile, and
+     * flash_mm in each shape (the defaults last). */
+    uint32_t shapes = path == 3 ? gpu_attention_mm_tile_pairs() : path == 4 ? gpu_attention_mm_flash_shapes() : 1;
+    for (uint32_t tile = shapes; tile-- > 0;) {
       uint32_t sc, va;
-      gpu_attention_mm_tile_pair(tile, &sc, &va);
+      gpu_attention_mm_tile_pair(path == 3 ? tile : 0, &sc, &va);
       gpu_attention_mm_tile(sc, va);
       if (path == 3) printf("  scores tile %u, values tile %u\n", sc, va);
+      if (path == 4) printf("  %s\n", gpu_attention_mm_flash_shape(tile));
       attentions();
     }
   }

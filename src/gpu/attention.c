@@ -142,12 +142,27 @@ static bool mm_fits(const gpu_attn *a, bool relative) {
 static bool mm_flash = true;
 void gpu_attention_mm_flash(bool on) { mm_flash = on; }
 
-/* flash_mm's subgroups a workgroup and whether it loads the next key block
- * ahead (gpu_attention_mm_flash_shape, for benchmarks). */
-static uint32_t flash_sgs = 8, flash_ahead = 1;
-void gpu_attention_mm_flash_shape(uint32_t subgroups, bool ahead) {
-  flash_sgs = subgroups == 4 ? 4 : 8;
-  flash_ahead = ahead;
+/* flash_mm's shapes (gpu_attention_mm_flash_shape, for benchmarks and
+ * tests): 0 the call's (gpu_attn's flash_subgroups, else by the grid), else
+ * subgroups a workgroup and whether the
+ * next key block is loaded ahead. 8 subgroups (128 queries a workgroup) where
+ * they make at least FLASH_FULL workgroups, else 4 (half the queries, twice
+ * the workgroups): on the H200 at t 1 000 × 8 heads (64 workgroups of 8) 4
+ * took 92 µs against 116, at Whisper's t 1 500 × 20 heads (240) 8 took 313
+ * against 499 (docs/perf.md, thirteenth session). */
+#define FLASH_FULL 128
+static const struct {
+  uint32_t sgs, ahead;
+  const char *name;
+} flash_shapes[] = {{0, 1, "8 or 4 subgroups by the grid"},
+                    {8, 1, "8 subgroups"},
+                    {4, 1, "4 subgroups"},
+                    {8, 0, "8 subgroups, not loading ahead"}};
+static uint32_t flash_shape;
+uint32_t gpu_attention_mm_flash_shapes(void) { return sizeof flash_shapes / sizeof *flash_shapes; }
+const char *gpu_attention_mm_flash_shape(uint32_t shape) {
+  flash_shape = shape < gpu_attention_mm_flash_shapes() ? shape : 0;
+  return flash_shapes[flash_shape].name;
 }
 
 /* Whether flash_mm can take call a: plain attention, head sizes 16 to 64 by
@@ -398,7 +413,10 @@ static void two(gpu_rec *rec, const gpu_attn *a, float scale) {
 static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
   bool batched = a->batch > 1;
   uint32_t z = batched ? a->batch * a->heads : a->heads;
-  uint32_t spec[5] = {batched, a->head_dim, flash_sgs, flash_ahead, 32 * flash_sgs};
+  uint32_t sgs = flash_shapes[flash_shape].sgs;
+  if (!sgs) sgs = a->flash_subgroups;
+  if (!sgs) sgs = (uint64_t)(a->t + 127) / 128 * z >= FLASH_FULL ? 8 : 4;
+  uint32_t spec[5] = {batched, a->head_dim, sgs, flash_shapes[flash_shape].ahead, 32 * sgs};
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -409,7 +427,7 @@ static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
   gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, a->mask ? a->mask : a->q.buf, a->o.buf,
                       batched ? a->lens : a->q.buf};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 5), fb, 6, &fp, sizeof fp, 1,
-               (a->t + 16 * flash_sgs - 1) / (16 * flash_sgs), z); /* 16 queries a subgroup */
+               (a->t + 16 * sgs - 1) / (16 * sgs), z); /* 16 queries a subgroup */
 }
 
 /* Attention (with relative positions or not) by the path the device's fast

@@ -41,6 +41,9 @@ typedef struct {
    * position j − i within a clip), scores hold batch·heads·t² floats. */
   uint32_t batch;
   gpu_buffer *lens;
+  /* flash_mm's subgroups a workgroup: 0 chosen by the grid (the default), 4
+   * or 8 (the device-open probe runs both). */
+  uint32_t flash_subgroups;
 } gpu_attn;
 
 /* Floats of scores scratch an attention over t frames needs: heads·t², and
@@ -99,10 +102,12 @@ void gpu_attention_mm_precision(uint32_t level);
  * in this process (on by default; off: the two products), for benchmarks and
  * tests. */
 void gpu_attention_mm_flash(bool on);
-/* flash_mm's shape for later recordings, in this process: 4 or 8 subgroups a
- * workgroup (the default 8), the next key block loaded ahead (the default) or
- * not; for benchmarks. */
-void gpu_attention_mm_flash_shape(uint32_t subgroups, bool ahead);
+/* flash_mm's shapes for later recordings, in this process, for benchmarks
+ * and tests: their count, and shape i chosen (0, the default: 8 subgroups of
+ * 16 queries, or 4 where 8 would make few workgroups, the next key block
+ * loaded ahead); returns its name. */
+uint32_t gpu_attention_mm_flash_shapes(void);
+const char *gpu_attention_mm_flash_shape(uint32_t shape);
 /* The tensor-core attention's tiles for later recordings, in this process:
  * attention_scores_tc's and attention_values_tc's, each from 0 (the default)
  * to its count − 1, for benchmarks and tests. */

@@ -204,7 +204,9 @@ static void probe_attention_tc(gpu_rec *rec, probe_bufs *b) {
  * there on the H200, f16 probabilities and values 4e-4: both fail the
  * tolerance), at 128 over t = 20 (attention_scores_tc and
  * attention_values_tc, 128 bits at a time), at 16 with the mask over t = 132
- * (flash_mm: two workgroups of queries, the last key block cut), into three parts of y.
+ * (flash_mm on 4 subgroups: three workgroups of 64 queries, the last key
+ * block cut), into three parts of y. The call at 48 runs flash_mm on 8
+ * subgroups: calls choose by their grid, so both shapes are used.
  * Timing: as probe_attention's (flash_mm at 8 heads of 64). */
 static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   if (b->timing) {
@@ -213,14 +215,14 @@ static void probe_attention_mm(gpu_rec *rec, probe_bufs *b) {
   }
   gpu_attn a = {.q = {b->x, 0, 144}, .k = {b->x, 48, 144}, .v = {b->x, 96, 144},
                 .o = {b->y, 0, 48}, .mask = b->mask, .scores = b->w, .t = 37, .heads = 1,
-                .head_dim = 48, .scale = 2.0f}; /* sharp scores: their rounding shows */
+                .head_dim = 48, .scale = 2.0f, .flash_subgroups = 8}; /* sharp scores: their rounding shows */
   gpu_attention(rec, &a);
   gpu_attn w = {.q = {b->x, 0, 384}, .k = {b->x, 128, 384}, .v = {b->x, 256, 384},
                 .o = {b->y, 37 * 48, 128}, .scores = b->w, .t = 20, .heads = 1, .head_dim = 128};
   gpu_attention(rec, &w);
   gpu_attn l = {.q = {b->x, 0, 48}, .k = {b->x, 16, 48}, .v = {b->x, 32, 48},
                 .o = {b->y, 37 * 48 + 20 * 128, 16}, .mask = b->mask, .scores = b->w, .t = 132,
-                .heads = 1, .head_dim = 16};
+                .heads = 1, .head_dim = 16, .flash_subgroups = 4};
   gpu_attention(rec, &l);
 }
 

@@ -114,6 +114,14 @@ void stage() {
 
 float f32_at(uint w, uint c) { return uintBitsToFloat(sm[w + c / 4][c % 4]); }
 
+// Each element of accumulator a times its row's value among the 16 floats at
+// word w (α, or 1/l); rows: the row map.
+fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> scale_rows(fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> a,
+                                                    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> rows, uint w) {
+  for (int e = 0; e < a.length(); e++) a[e] *= f32_at(w, uint(rows[e]));
+  return a;
+}
+
 void main() {
   uint tid = gl_LocalInvocationID.x, sg = tid / 32, lane = tid % 32;
   uint i0 = gl_WorkGroupID.y * BM, z = gl_WorkGroupID.z;
@@ -211,11 +219,7 @@ void main() {
     subgroupBarrier();
     // 3. The output rows scaled by α, then P·V.
     if (!subgroupAll(alpha == 1.0))
-      [[unroll]] for (uint d = 0; d < ND; d++)
-        for (int e = 0; e < acc[d].length(); e++) {
-          uint row = uint(rows[e]);
-          acc[d][e] *= uintBitsToFloat(sm[al + row / 4][row % 4]);
-        }
+      [[unroll]] for (uint d = 0; d < ND; d++) acc[d] = scale_rows(acc[d], rows, al);
     [[unroll]] for (uint kk = 0; kk < KB / 16; kk++) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fph, fpl;
       coopMatLoadNV(fph, sm, ph + 2 * kk, PROW, false);
@@ -242,11 +246,7 @@ void main() {
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   [[unroll]] for (uint d = 0; d < ND; d++) {
-    for (int e = 0; e < acc[d].length(); e++) {
-      uint row = uint(rows[e]);
-      acc[d][e] *= uintBitsToFloat(sm[al + row / 4][row % 4]);
-    }
-    coopMatStoreNV(acc[d], sm, ss, 4, false);
+    coopMatStoreNV(scale_rows(acc[d], rows, al), sm, ss, 4, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     [[unroll]] for (uint x = 0; x < 8; x++) {
