@@ -15,6 +15,8 @@
 // pass 1: workgroup (row, c) over columns [c·chunk, min((c+1)·chunk, cols)).
 // pass 2: one workgroup per row over the row's `chunks` bests.
 // Rows past the workgroup count are taken in a loop (row += groups along x).
+#extension GL_GOOGLE_include_directive : require
+
 layout(local_size_x = 128) in;
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -27,41 +29,8 @@ layout(push_constant) uniform Push {
 
 const uint WG = 128;
 const uint NONE = 0xffffffffu;
-shared uint rk[WG], ri[WG];
 
-// Keys order as the floats do, −0 and +0 alike; 0 only for a NaN (a non-NaN
-// negative's complement is at least 0x007fffff, the key of −inf).
-uint key(float v) {
-  uint b = floatBitsToUint(v);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return 0u;
-  if (b == 0x80000000u) b = 0u;
-  return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
-}
-
-// (k, i) := (k2, i2) where that one wins: a larger key, or the same key at a lower index.
-void take(inout uint k, inout uint i, uint k2, uint i2) {
-  if (k2 > k || (k2 == k && i2 < i)) k = k2, i = i2;
-}
-
-// The workgroup's best of every invocation's (k, i), seen by all.
-void reduce(inout uint k, inout uint i) {
-  uint l = gl_LocalInvocationID.x;
-  rk[l] = k;
-  ri[l] = i;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (l < s) {
-      uint a = rk[l], b = ri[l];
-      take(a, b, rk[l + s], ri[l + s]);
-      rk[l] = a;
-      ri[l] = b;
-    }
-    barrier();
-  }
-  k = rk[0];
-  i = ri[0];
-  barrier();
-}
+#include "best_key.glsl"
 
 // The best of columns [c0, c1) of the row at xr (each invocation's columns
 // rise, so a strictly larger key keeps the lowest index).
@@ -70,7 +39,7 @@ void scan(uint xr, uint c0, uint c1, inout uint k, inout uint i) {
     uint kc = key(x[xr + c]);
     if (kc > k) k = kc, i = c;
   }
-  reduce(k, i);
+  wg_best(k, i);
 }
 
 // The C loop's answer from the row's best: 0 where x[0] is NaN or nothing won.
@@ -95,7 +64,7 @@ void main() {
         uint at = 2u * (row * p.chunks + c);
         take(k, i, part[at], part[at + 1u]);
       }
-      reduce(k, i);
+      wg_best(k, i);
       if (l == 0u) ids[p.ids_off + row] = answer(xr, k, i);
     }
   }

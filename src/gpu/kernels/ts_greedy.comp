@@ -49,12 +49,14 @@ layout(push_constant) uniform Push {
 
 const uint PARTS = 9; // rule max; text key, id, max, sum; timestamps' key, id, max, sum
 
-#include "wg_sum.glsl"
+#include "best_key.glsl"
 
 const float NEG = -1.0 / 0.0; // −∞
 
 // The larger of a and b, a NaN never taken (the host's max_of).
 float bigger(float a, float b) { return b > a ? b : a; }
+
+shared float red[WG];
 
 float wg_max(float v) {
   uint tid = gl_LocalInvocationID.x;
@@ -67,34 +69,6 @@ float wg_max(float v) {
   float m = red[0];
   barrier();
   return m;
-}
-
-// argmax.comp's ordered keys: as the floats order, −0 = +0, 0 for a NaN.
-uint key(float v) {
-  uint b = floatBitsToUint(v);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return 0u;
-  if (b == 0x80000000u) b = 0u;
-  return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
-}
-
-shared uint rk[WG], ri[WG];
-
-// The best (key, index) of the workgroup: a larger key, or the same at a lower index.
-void wg_best(inout uint k, inout uint i) {
-  uint tid = gl_LocalInvocationID.x;
-  rk[tid] = k;
-  ri[tid] = i;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) {
-      uint k2 = rk[tid + s], i2 = ri[tid + s];
-      if (k2 > rk[tid] || (k2 == rk[tid] && i2 < ri[tid])) rk[tid] = k2, ri[tid] = i2;
-    }
-    barrier();
-  }
-  k = rk[0];
-  i = ri[0];
-  barrier();
 }
 
 // The step's state, the same for every invocation.
