@@ -24,12 +24,13 @@
  *   diag  gpu_gemm's tile at large m with parts of its k loop left out
  *         (gemm_tc's DIAG: the global loads, the products, the barriers;
  *         results wrong by design), to see where a step's time goes.
+ *   own   gpu_gemm's own four tiles × split counts 1–16 at the same shapes.
  *   all   calls and tiles.
  * (gemm_tc's DEPTH 2 and split-k FIXUP experiments were timed with this
  * bench on the H200 and removed: docs/perf.md.)
  * Needs gemm_tc (NVIDIA cooperative matrices): on lavapipe it says so and stops.
  * Build: bench/build_benches.sh BUILD;
- * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|all]. */
+ * run: BUILD/gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|own|all]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +373,14 @@ static void tile_sweep(gpu_device *d, uint32_t rows, int reps) {
               sizeof splits / sizeof *splits);
 }
 
+/* gpu_gemm's own tiles (its TC variants) × split counts. */
+static void own_sweep(gpu_device *d, uint32_t rows, int reps) {
+  static const tile tiles[] = {{4, 4, 2, 2, 64}, {4, 4, 2, 2, 32}, {2, 2, 2, 4, 32}, {2, 4, 4, 2, 32}};
+  static const uint32_t splits[] = {1, 2, 3, 4, 6, 8, 16};
+  split_sweep(d, rows, reps, "gpu_gemm's tiles × split counts", tiles, sizeof tiles / sizeof *tiles,
+              splits, sizeof splits / sizeof *splits);
+}
+
 /* gpu_gemm on a large shape for ~2 s first: on the H200 a fresh process's
  * first seconds ran at lower clocks (docs/perf.md, tenth session: gpu_gemm's
  * own choice 139 µs there against 30 µs a few seconds later). */
@@ -548,10 +557,10 @@ int main(int argc, char **argv) {
   const char *what = argc > 3 ? argv[3] : "calls";
   bool calls = !strcmp(what, "calls") || !strcmp(what, "all"), tiles = !strcmp(what, "tiles") || !strcmp(what, "all");
   bool bigs = !strcmp(what, "big"), fit = !strcmp(what, "fit"), wide = !strcmp(what, "wide");
-  bool peak = !strcmp(what, "peak"), diag = !strcmp(what, "diag");
+  bool peak = !strcmp(what, "peak"), diag = !strcmp(what, "diag"), own = !strcmp(what, "own");
   gpu_device *d;
-  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit || wide || peak || diag)) {
-    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|all]\n");
+  if (reps < 1 || rows < 1 || !(calls || tiles || bigs || fit || wide || peak || diag || own)) {
+    fprintf(stderr, "usage: gemm_tc_sweep [reps] [m] [calls|tiles|big|fit|wide|peak|diag|own|all]\n");
     return 1;
   }
   if (gpu_open(NULL, &d)) return 1;
@@ -574,6 +583,7 @@ int main(int argc, char **argv) {
   if (wide) wide_sweep(d, reps);
   if (peak) peak_sweep(d, reps);
   if (diag) diag_sweep(d, reps);
+  if (own) own_sweep(d, rows, reps);
   gpu_close(d);
   return 0;
 }

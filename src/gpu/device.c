@@ -195,6 +195,13 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
   info->coop_khr = has_extension(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info->coop_nv = has_extension(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info->exe_stats = has_extension(ext, next, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (has_extension(ext, next, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sm};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    info->sm_count = sm.shaderSMCount;
+  }
   free(ext);
   probe_coop(inst, pd, info);
 

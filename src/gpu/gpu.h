@@ -43,6 +43,7 @@ typedef struct {
   bool coop_khr, coop_nv;  /* cooperative matrix extensions */
   bool exe_stats;          /* VK_KHR_pipeline_executable_properties (STENO_PIPELINE_STATS) */
   char coop_shapes[512];   /* "16x16x16 f16→f32, ..." as the driver lists them */
+  uint32_t sm_count;       /* NVIDIA's streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
   uint32_t max_workgroup_invocations;
   uint32_t max_shared_memory;
   uint64_t max_storage_buffer_range;

@@ -19,12 +19,14 @@
  * through the device's scratch of SPLIT_BYTES. */
 #define SPLIT_TILES 256
 #define SPLIT_MIN_K 512
-#define SPLIT_MIN_K_TC 256 /* gemm_tc: its steps are cheap, so shorter pieces pay */
-/* gemm_tc from this many tiles: one piece. Its 128×128 tiles fill an SM each;
- * at Whisper's 1 500 × 1 280 (120 tiles on the H200's 132 SMs) one piece took
- * 47 µs where three and their reduce took 72 (docs/perf.md, thirteenth
- * session). */
-#define SPLIT_WHOLE_TC 96
+/* gemm_tc on a device whose SM count is known: as many pieces as keep its
+ * workgroups within one wave (a 128×128 workgroup fills an SM), pieces of at
+ * least SPLIT_MIN_K_TC. The H200 (132 SMs), best of each tile's split counts
+ * at Parakeet's m = 138 (docs/perf.md, thirteenth session): 64 tiles best in 2
+ * pieces (33.6 µs against 37.5 in 4), 48 in 3, 16 in 8 (19.2 against 22.4 in
+ * 4 at k 1 024); Whisper's 1 500 × 1 280 (120 tiles) in one (47 µs against
+ * 72 in three and their reduce). Elsewhere split_count's rule. */
+#define SPLIT_MIN_K_TC 128
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
 /* a in f16 for gemm_tc from A16_MIN_M rows (gpu_gemm_a16), through the
@@ -103,6 +105,15 @@ static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, 
   if (s > SPLIT_MAX) s = SPLIT_MAX;
   while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
   return s;
+}
+
+/* gemm_tc's pieces on a device of sms SMs (its rule above). */
+static uint32_t tc_split_count(uint32_t tiles, uint32_t sms, uint32_t m, uint32_t n, uint32_t k) {
+  uint32_t s = sms / tiles;
+  if (s > k / SPLIT_MIN_K_TC) s = k / SPLIT_MIN_K_TC;
+  if (s > SPLIT_MAX) s = SPLIT_MAX;
+  while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
+  return s ? s : 1;
 }
 
 gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
@@ -325,9 +336,9 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   }
   uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
   bool split = v == GPU_GEMM_AUTO || is_tc(v);
-  uint32_t splits = !split || (is_tc(v) && tiles >= SPLIT_WHOLE_TC)
-                        ? 1
-                        : split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K);
+  uint32_t splits = !split                           ? 1
+                    : is_tc(v) && d->info.sm_count ? tc_split_count(tiles, d->info.sm_count, m, l->n, l->k)
+                                                   : split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K);
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
