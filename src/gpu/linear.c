@@ -23,9 +23,10 @@
  * workgroups within one wave (a 128×128 workgroup fills an SM), pieces of at
  * least SPLIT_MIN_K_TC. The H200 (132 SMs), best of each tile's split counts
  * at Parakeet's m = 138 (docs/perf.md, thirteenth session): 64 tiles best in 2
- * pieces (33.6 µs against 37.5 in 4), 48 in 3, 16 in 8 (19.2 against 22.4 in
- * 4 at k 1 024); Whisper's 1 500 × 1 280 (120 tiles) in one (47 µs against
- * 72 in three and their reduce). Elsewhere split_count's rule. */
+ * pieces (33.6 µs against 37.5 in 4), 16 in 8 (19.2 against 22.4 in 4 at k
+ * 1 024), 48 in 3 (31.8) with 2 (this rule's, 33.3) before 4 (34.0);
+ * Whisper's 1 500 × 1 280 (120 tiles) in one (47 µs against 72 in three and
+ * their reduce). Elsewhere split_count's rule. */
 #define SPLIT_MIN_K_TC 128
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
