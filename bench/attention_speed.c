@@ -30,7 +30,7 @@
 
 #include "gpu/attention.h"
 #include "gpu/internal.h"
-#include "timing.h"
+#include "gpu_timing.h"
 
 static bool experiments; /* argv[2] "x": flash_tc's parts timed apart */
 
@@ -65,28 +65,15 @@ typedef struct {
   uint32_t kb, skip;
 } call;
 
-static void record(gpu_rec *rec, const call *c) {
+static void record(gpu_rec *rec, const void *arg) {
+  const call *c = arg;
   if (c->experiment) gpu_flash_tc_experiment(rec, c->a, c->relative, c->kb, c->skip);
   else if (c->relative) gpu_rel_attention(rec, c->a);
   else gpu_attention(rec, c->a);
 }
 
-/* Best µs per call of `reps` calls in one submission. */
-static double timed(gpu_device *d, const call *c, int reps) {
-  gpu_rec *rec;
-  if (gpu_rec_new(d, &rec)) exit(1);
-  double best = 1e30;
-  for (int r = 0; r < 3; r++) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) record(rec, c);
-    double t0 = bench_now_ms();
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed: %s\n", steno_last_error()));
-    double dt = bench_now_ms() - t0;
-    best = dt < best ? dt : best;
-  }
-  gpu_rec_free(rec);
-  return best / reps * 1e3;
-}
+/* Best µs per call of `reps` calls in one submission (gpu_timing.h: warmed first). */
+static double timed(gpu_device *d, const call *c, int reps) { return bench_gpu_best_us(d, record, c, reps); }
 
 static void variants(const gpu_attn *a, gpu_device *d, bool relative, int reps) {
   static const uint32_t skips[] = {0, 1, 2, 4, 16, 7};

@@ -6,23 +6,17 @@
  * round W to f16; gemm_coop and gemm_tiled split a into f16 halves, gemm_tc
  * rounds it to f16).
  * Each shape is recorded `reps` times into one submission; the best of 3
- * submissions counts. On the CPU machine (lavapipe) there is no
+ * submissions counts, after 200 ms of the same (gpu_timing.h). On the CPU machine (lavapipe) there is no
  * cooperative-matrix path; `gemm_speed REPS cpu` times gemm_cpu there.
  * Build and run: bench/gemm_speed.sh [reps] [cpu]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu/linear.h"
 #include "support/quant.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "gpu_timing.h"
 
 static float *random_floats(size_t n, float scale) {
   float *v = malloc(n * sizeof *v);
@@ -31,23 +25,25 @@ static float *random_floats(size_t n, float scale) {
   return v;
 }
 
-/* Best time of one call, and the output of the last one into out. */
+/* One gpu_gemm call as time_gemm records it. */
+typedef struct {
+  gpu_buffer *a, *c;
+  const gpu_linear *l;
+  uint32_t m;
+} gemm_call;
+
+static void record_gemm(gpu_rec *rec, const void *arg) {
+  const gemm_call *g = arg;
+  gpu_gemm(rec, g->a, g->l, g->c, g->m, GPU_EPI_BIAS, 1.0f);
+}
+
+/* Best time of one call in seconds (gpu_timing.h: warmed first), and the
+ * output of the last one into out. */
 static double time_gemm(gpu_device *d, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c,
                         uint32_t m, int reps, float *out) {
-  gpu_rec *rec;
-  if (gpu_rec_new(d, &rec)) exit(1);
-  double best = 1e30;
-  for (int r = 0; r < 3; r++) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) gpu_gemm(rec, a, l, c, m, GPU_EPI_BIAS, 1.0f);
-    double t0 = now();
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_speed: the GPU run failed\n"));
-    double dt = now() - t0;
-    best = dt < best ? dt : best;
-  }
-  gpu_rec_free(rec);
+  double us = bench_gpu_best_us(d, record_gemm, &(gemm_call){a, c, l, m}, reps);
   if (gpu_download(c, 0, out, (size_t)m * gpu_linear_width(l) * sizeof *out)) exit(1);
-  return best / reps;
+  return us * 1e-6;
 }
 
 typedef struct {

@@ -39,7 +39,7 @@
 #include "gpu/internal.h"
 #include "gpu/linear.h"
 #include "support/quant.h"
-#include "timing.h"
+#include "gpu_timing.h"
 
 static float *random_floats(size_t n, float scale) {
   float *v = malloc(n * sizeof *v);
@@ -125,30 +125,23 @@ static void record_f16a(gpu_rec *rec, const problem *pb, const config *unused) {
                (l->n + 127) / 128, (pb->m + 127) / 128, 1);
 }
 
-/* Best µs per call of `reps` calls per submission, each recorded by fn,
- * after 200 ms of the same submissions: the H200's clocks drop while the
- * host makes a new kernel's pipeline, and a few short submissions after it
- * ran at a fraction of the speed (docs/perf.md, thirteenth session). */
+/* What timed() records: fn's call of pb in configuration c. */
+typedef struct {
+  void (*fn)(gpu_rec *, const problem *, const config *);
+  const problem *pb;
+  const config *c;
+} timed_call;
+
+static void record_timed(gpu_rec *rec, const void *arg) {
+  const timed_call *t = arg;
+  t->fn(rec, t->pb, t->c);
+}
+
+/* Best µs per call of `reps` calls per submission, each recorded by fn
+ * (gpu_timing.h: warmed first). */
 static double timed(gpu_device *d, void (*fn)(gpu_rec *, const problem *, const config *),
                     const problem *pb, const config *c, int reps) {
-  gpu_rec *rec;
-  if (gpu_rec_new(d, &rec)) exit(1);
-  for (double w0 = bench_now_ms(); bench_now_ms() - w0 < 200;) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) fn(rec, pb, c);
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_tc_sweep: the GPU run failed\n"));
-  }
-  double best = 1e30;
-  for (int r = 0; r < 3; r++) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) fn(rec, pb, c);
-    double t0 = bench_now_ms();
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "gemm_tc_sweep: the GPU run failed\n"));
-    double dt = bench_now_ms() - t0;
-    best = dt < best ? dt : best;
-  }
-  gpu_rec_free(rec);
-  return best / reps * 1e3; /* ms → µs */
+  return bench_gpu_best_us(d, record_timed, &(timed_call){fn, pb, c}, reps);
 }
 
 /* The largest difference of c from ref, relative to ref's largest value. */

@@ -1,15 +1,15 @@
 /* Portable vs fast kernels on the same shapes, side by side in one run:
  * layer_norm, softmax, conv_glu, attention (flash) at Parakeet 0.6B widths (d 1024, 8 heads),
  * t frames. Each op is recorded `reps` times into one submission; the best of
- * 3 submissions counts. On the CPU machine (lavapipe) only the ratio counts.
+ * 3 submissions counts, after 200 ms of the same (gpu_timing.h). On the CPU machine (lavapipe) only the ratio counts.
  * Build and run: bench/row_kernels.sh [t] [reps]. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "gpu/attention.h"
 #include "gpu/conv.h"
 #include "gpu/norm.h"
+#include "gpu_timing.h"
 
 typedef struct {
   gpu_buffer *x, *y, *g, *b, *w, *s;
@@ -48,26 +48,20 @@ static void op_attention(gpu_rec *rec, work *w) {
   gpu_attention(rec, &a);
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
+/* One op as time_op records it. */
+typedef struct {
+  void (*op)(gpu_rec *, work *);
+  work *w;
+} op_call;
+
+static void record_op(gpu_rec *rec, const void *arg) {
+  const op_call *o = arg;
+  o->op(rec, o->w);
 }
 
+/* Best time of one op in seconds (gpu_timing.h: warmed first). */
 static double time_op(gpu_device *d, void (*op)(gpu_rec *, work *), work *w, int reps) {
-  gpu_rec *rec;
-  if (gpu_rec_new(d, &rec)) exit(1);
-  double best = 1e30;
-  for (int r = 0; r < 3; r++) {
-    if (gpu_rec_begin(rec)) exit(1);
-    for (int i = 0; i < reps; i++) op(rec, w);
-    double t0 = now();
-    if (gpu_rec_run(rec)) exit(fprintf(stderr, "run failed\n"));
-    double dt = now() - t0;
-    best = dt < best ? dt : best;
-  }
-  gpu_rec_free(rec);
-  return best / reps;
+  return bench_gpu_best_us(d, record_op, &(op_call){op, w}, reps) * 1e-6;
 }
 
 int main(int argc, char **argv) {
