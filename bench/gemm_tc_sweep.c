@@ -165,16 +165,27 @@ static gpu_buffer *f16_copy_of_a(gpu_device *d, const problem *pb) {
   return a16;
 }
 
+/* pb's a swapped for its f16 copy (gemm_tc's ATYPE 1; returns the f32 one),
+ * and back (the copy freed). */
+static gpu_buffer *to_f16_a(gpu_device *d, problem *pb) {
+  gpu_buffer *a32 = pb->a;
+  pb->a = f16_copy_of_a(d, pb);
+  return a32;
+}
+
+static void back_to_f32_a(problem *pb, gpu_buffer *a32) {
+  gpu_buffer_free(pb->a);
+  pb->a = a32;
+}
+
 /* The 16-subgroup tile with k by 64 reading pb's a already in f16 (gemm_tc's
  * ATYPE 1: the products gpu_gemm makes, from half the bytes of a), one piece,
  * where that tile passed its probe. */
 static void time_f16a(gpu_device *d, problem *pb, int reps) {
   if (!gpu_gemm_variant_ok(d, GPU_GEMM_TC128K)) return;
-  gpu_buffer *a32 = pb->a;
-  pb->a = f16_copy_of_a(d, pb);
+  gpu_buffer *a32 = to_f16_a(d, pb);
   double u = timed(d, record_f16a, pb, &(config){0}, reps);
-  gpu_buffer_free(pb->a);
-  pb->a = a32;
+  back_to_f32_a(pb, a32);
   double diff = diff_from_ref(pb);
   printf("  128×128 on 16 sg, k by 64, a in f16  %.1f (%.1f) [%.0e]%s\n", u, pb->flop / u * 1e-6, diff,
          diff > 1e-3 ? " WRONG" : "");
@@ -404,8 +415,7 @@ static void wide_sweep(gpu_device *d, int reps) {
   for (size_t s = 0; s < sizeof big / sizeof *big; s++) {
     problem pb;
     problem_shown(d, big[s][0], big[s][1], big[s][2], reps, &pb);
-    gpu_buffer *a32 = pb.a;
-    pb.a = f16_copy_of_a(d, &pb);
+    gpu_buffer *a32 = to_f16_a(d, &pb);
     for (size_t t = 0; t < sizeof tiles / sizeof *tiles; t++) {
       const tile *tl = &tiles[t];
       uint32_t bm = tl->sg_m * tl->tm * 16, bn = tl->sg_n * tl->tn * 16;
@@ -417,8 +427,7 @@ static void wide_sweep(gpu_device *d, int reps) {
              pb.flop / u * 1e-6, diff, diff > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
-    gpu_buffer_free(pb.a);
-    pb.a = a32;
+    back_to_f32_a(&pb, a32);
     problem_free(&pb);
   }
 }
@@ -530,16 +539,14 @@ static void diag_sweep(gpu_device *d, int reps) {
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     problem pb;
     problem_shown(d, shapes[s][0], shapes[s][1], shapes[s][2], reps, &pb);
-    gpu_buffer *a32 = pb.a;
-    pb.a = f16_copy_of_a(d, &pb);
+    gpu_buffer *a32 = to_f16_a(d, &pb);
     for (size_t i = 0; i < sizeof diags / sizeof *diags; i++) {
       double u = timed(d, record_one, &pb, &(config){&t, 1, true, diags[i].bits}, reps);
       printf("  %-28s %8.1f (%.1f)%s\n", diags[i].name, u, pb.flop / u * 1e-6,
              diags[i].bits ? "" : diff_from_ref(&pb) > 1e-3 ? " WRONG" : "");
       fflush(stdout);
     }
-    gpu_buffer_free(pb.a);
-    pb.a = a32;
+    back_to_f32_a(&pb, a32);
     problem_free(&pb);
   }
 }
