@@ -307,4 +307,5 @@ void gpu_info_print(const gpu_info *d, FILE *out) {
   if (d->coop_shapes[0]) fprintf(out, "      %s\n", d->coop_shapes);
   fprintf(out, "   workgroup: %u invocations, %u bytes shared\n", d->max_workgroup_invocations,
           d->max_shared_memory);
+  if (d->sm_count) fprintf(out, "   streaming multiprocessors: %u\n", d->sm_count);
 }
