@@ -519,7 +519,8 @@ static void peak_sweep(gpu_device *d, int reps) {
     memcpy(peak_spec, (uint32_t[6]){4, 0, 256, 0, loads[i][0], loads[i][1]}, sizeof peak_spec);
     double us = timed(d, record_peak, NULL, NULL, reps);
     double flop = (double)PEAK_GROUPS * 8 * PEAK_ITERS * 4 * 2.0 * 16 * 16 * 16;
-    printf("  2 + 2 matrices from shared memory (b %s, rows of %u words), 4 products: %9.1f µs, %6.1f TFLOP/s\n",
+    printf("  2 + 2 matrices from shared memory (b %s, rows of %u words), 4 products: %9.1f µs, "
+           "%6.1f TFLOP/s\n",
            loads[i][0] == 1 ? "column-major" : "row-major", loads[i][1], us, flop / us * 1e-6);
   }
   gpu_buffer_free(peak_out);

@@ -379,7 +379,9 @@ int main(void) {
           "scratch on the %s path", paths[path]);
     /* The tensor-core path in each scores tile, then each values tile, and
      * flash_mm in each shape (the defaults last). */
-    uint32_t shapes = path == 3 ? gpu_attention_mm_tile_pairs() : path == 4 ? gpu_attention_mm_flash_shapes() : 1;
+    uint32_t shapes = path == 3   ? gpu_attention_mm_tile_pairs()
+                      : path == 4 ? gpu_attention_mm_flash_shapes()
+                                  : 1;
     for (uint32_t tile = shapes; tile-- > 0;) {
       uint32_t sc, va;
       gpu_attention_mm_tile_pair(path == 3 ? tile : 0, &sc, &va);

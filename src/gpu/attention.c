@@ -144,12 +144,12 @@ void gpu_attention_mm_flash(bool on) { mm_flash = on; }
 
 /* flash_mm's shapes (gpu_attention_mm_flash_shape, for benchmarks and
  * tests): 0 the call's (gpu_attn's flash_subgroups, else by the grid), else
- * subgroups a workgroup and whether the
- * next key block is loaded ahead. 8 subgroups (128 queries a workgroup) where
- * they make at least FLASH_FULL workgroups, else 4 (half the queries, twice
- * the workgroups): on the H200 at t 1 000 × 8 heads (64 workgroups of 8) 4
- * took 92 µs against 116, at Whisper's t 1 500 × 20 heads (240) 8 took 313
- * against 499 (docs/perf.md, thirteenth session). */
+ * subgroups a workgroup and whether the next key block is loaded ahead. By
+ * the grid: 8 subgroups (128 queries a workgroup) where they make at least
+ * FLASH_FULL workgroups, else 4 (half the queries, twice the workgroups): on
+ * the H200 at t 1 000 × 8 heads (64 workgroups of 8) 4 took 92 µs against
+ * 116, at Whisper's t 1 500 × 20 heads (240) 8 took 313 against 499
+ * (docs/perf.md, thirteenth session). */
 #define FLASH_FULL 128
 static const struct {
   uint32_t sgs, ahead;
@@ -414,7 +414,7 @@ static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
   bool batched = a->batch > 1;
   uint32_t z = batched ? a->batch * a->heads : a->heads;
   uint32_t sgs = flash_shapes[flash_shape].sgs;
-  if (!sgs) sgs = a->flash_subgroups;
+  if (!sgs && (a->flash_subgroups == 4 || a->flash_subgroups == 8)) sgs = a->flash_subgroups;
   if (!sgs) sgs = (uint64_t)(a->t + 127) / 128 * z >= FLASH_FULL ? 8 : 4;
   uint32_t spec[5] = {batched, a->head_dim, sgs, flash_shapes[flash_shape].ahead, 32 * sgs};
   struct {

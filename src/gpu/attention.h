@@ -41,8 +41,8 @@ typedef struct {
    * position j − i within a clip), scores hold batch·heads·t² floats. */
   uint32_t batch;
   gpu_buffer *lens;
-  /* flash_mm's subgroups a workgroup: 0 chosen by the grid (the default), 4
-   * or 8 (the device-open probe runs both). */
+  /* flash_mm's subgroups a workgroup: 4 or 8 (the device-open probe runs
+   * both); anything else, 0 by default, chosen by the grid. */
   uint32_t flash_subgroups;
 } gpu_attn;
 

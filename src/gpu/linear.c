@@ -337,9 +337,10 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   }
   uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
   bool split = v == GPU_GEMM_AUTO || is_tc(v);
-  uint32_t splits = !split                           ? 1
-                    : is_tc(v) && d->info.sm_count ? tc_split_count(tiles, d->info.sm_count, m, l->n, l->k)
-                                                   : split_count(tiles, m, l->n, l->k, is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K);
+  uint32_t sms = d->info.sm_count, min_k = is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K;
+  uint32_t splits = !split                ? 1
+                    : is_tc(v) && sms ? tc_split_count(tiles, sms, m, l->n, l->k)
+                                      : split_count(tiles, m, l->n, l->k, min_k);
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;

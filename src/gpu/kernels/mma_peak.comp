@@ -15,6 +15,11 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
 
+#define M16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define M32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define B8 fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+#define M32_8 fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+
 layout(local_size_x_id = 2) in;
 layout(constant_id = 0) const uint N = 8;       // accumulators a subgroup: 1 … 16
 layout(constant_id = 1) const uint ACC16 = 0;   // 1: f16 accumulators
@@ -33,18 +38,19 @@ layout(push_constant) uniform Push { uint iters; } p;
 
 void main() {
   uint sg = gl_WorkGroupID.x * (THREADS / 32) + gl_LocalInvocationID.x / 32;
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(float16_t(0.001));
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(float16_t(0.002) * float16_t(sg % 7));
+  M16 a = M16(float16_t(0.001));
+  M16 b = M16(float16_t(0.002) * float16_t(sg % 7));
   if (LOAD != 0) {
     for (uint e = gl_LocalInvocationID.x; e < 2 * WORDS; e += THREADS) sm[e] = uvec4(0x3c003c00u * (e & 1));
     barrier();
     uint w = gl_LocalInvocationID.x / 32, wr = (w / 4) * 32, wc = (w % 4) * 32;
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4];
-    [[unroll]] for (uint i = 0; i < 4; i++) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    M32 acc[4];
+    [[unroll]] for (uint i = 0; i < 4; i++) acc[i] = M32(0.0);
     for (uint it = 0; it < p.iters; it++) {
       uint kk = 2 * (it % (STRIDE - 1) / 2); // 16 halves at a time along the row
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[2], fb[2];
-      [[unroll]] for (uint i = 0; i < 2; i++) coopMatLoadNV(fa[i], sm, (wr % 128 + 16 * i) * STRIDE + kk, STRIDE, false);
+      M16 fa[2], fb[2];
+      [[unroll]] for (uint i = 0; i < 2; i++)
+        coopMatLoadNV(fa[i], sm, (wr + 16 * i) * STRIDE + kk, STRIDE, false);
       [[unroll]] for (uint j = 0; j < 2; j++)
         coopMatLoadNV(fb[j], sm, WORDS + (wc + 16 * j) * STRIDE + kk, STRIDE, LOAD == 1);
       [[unroll]] for (uint i = 0; i < 2; i++)
@@ -53,23 +59,23 @@ void main() {
     acc[0] += acc[1] + acc[2] + acc[3];
     coopMatStoreNV(acc[0], c, sg * 256, 16, false);
   } else if (N8 != 0) {
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b8 = fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>(float16_t(0.002) * float16_t(sg % 7));
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[N];
-    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(float(i));
+    B8 b8 = B8(float16_t(0.002) * float16_t(sg % 7));
+    M32_8 acc[N];
+    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = M32_8(float(i));
     for (uint it = 0; it < p.iters; it++)
       [[unroll]] for (uint i = 0; i < N; i++) acc[i] = coopMatMulAddNV(a, b8, acc[i]);
     [[unroll]] for (uint i = 1; i < N; i++) acc[0] += acc[i];
     coopMatStoreNV(acc[0], c, sg * 256, 8, false);
   } else if (ACC16 == 0) {
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[N];
-    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(float(i));
+    M32 acc[N];
+    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = M32(float(i));
     for (uint it = 0; it < p.iters; it++)
       [[unroll]] for (uint i = 0; i < N; i++) acc[i] = coopMatMulAddNV(a, b, acc[i]);
     [[unroll]] for (uint i = 1; i < N; i++) acc[0] += acc[i];
     coopMatStoreNV(acc[0], c, sg * 256, 16, false);
   } else {
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> acc[N];
-    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(float16_t(i));
+    M16 acc[N];
+    [[unroll]] for (uint i = 0; i < N; i++) acc[i] = M16(float16_t(i));
     for (uint it = 0; it < p.iters; it++)
       [[unroll]] for (uint i = 0; i < N; i++) acc[i] = coopMatMulAddNV(a, b, acc[i]);
     [[unroll]] for (uint i = 1; i < N; i++) acc[0] += acc[i];
