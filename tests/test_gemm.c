@@ -201,6 +201,35 @@ static bool use_splitting(gpu_device *d, int v) {
   return true;
 }
 
+/* A GEMM of no rows records nothing that runs and leaves c as it was, on
+ * every kernel that splits k (its split rules divide by the tile count). */
+static void no_rows(void) {
+  gpu_device *d = test_device();
+  const size_t n = 256, k = 4096;
+  float *w = test_random(n * k, 3), *mark = test_random(n, 4), *got = test_floats(n);
+  uint8_t *bytes = quant_encode(GPU_F16, w, n * k);
+  gpu_linear l;
+  gpu_buffer *a = test_random_buffer(k, 5), *c;
+  CHECK_OK(gpu_linear_new(d, GPU_F16, (uint32_t)k, &(gpu_weight){bytes, (uint32_t)n}, 1, NULL, 0, &l));
+  CHECK_OK(gpu_buffer_from(d, mark, n * sizeof *mark, &c));
+  for (int v = 0; v < GPU_GEMM_VARIANTS; v++) {
+    if (!use_splitting(d, v)) continue;
+    gpu_rec *rec;
+    CHECK_OK(gpu_rec_new(d, &rec));
+    CHECK_OK(gpu_rec_begin(rec));
+    gpu_gemm(rec, a, &l, c, 0, GPU_EPI_BIAS, 1.0f);
+    CHECK(gpu_rec_run(rec) == 0, "variant %d: a GEMM of no rows failed: %s", v, steno_last_error());
+    gpu_rec_free(rec);
+    CHECK_OK(gpu_download(c, 0, got, n * sizeof *got));
+    CHECK(!memcmp(got, mark, n * sizeof *got), "variant %d: a GEMM of no rows wrote its output", v);
+  }
+  gpu_gemm_force(d, GPU_GEMM_AUTO);
+  gpu_set_fast(d, true);
+  gpu_linear_free(&l);
+  gpu_buffer_free(a), gpu_buffer_free(c);
+  free(w), free(mark), free(got), free(bytes);
+}
+
 /* Parakeet 0.6B's FFN down at an 11 s clip, 138×1024×4096: few tiles and a
  * long k, so gpu_gemm cuts k (6 pieces on the portable kernel, 48 tiles) and
  * gemm_reduce sums them; checked to split before the outputs are checked, so
@@ -432,6 +461,7 @@ int main(void) {
     CHECK(gpu_fast_passed(d, GPU_FAST_GEMM_CPU), "gemm_cpu failed its probe on a CPU device");
   strided(160, 96);
   strided(161, 70);
+  no_rows();
   if (gpu_fast_passed(d, GPU_FAST_GEMM_CPU)) { /* its grid's rows: one per 8 rows of a, ≤ 65 535 */
     float w[64 * 32] = {0};
     gpu_linear l;

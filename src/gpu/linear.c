@@ -100,7 +100,7 @@ bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
 
 /* How many pieces to cut k into for the portable kernel (1: none). */
 static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, uint32_t min_k) {
-  if (tiles >= SPLIT_TILES || k < 2 * min_k) return 1;
+  if (!tiles || tiles >= SPLIT_TILES || k < 2 * min_k) return 1; /* no tiles: m or n is 0 */
   uint32_t s = (SPLIT_TILES + tiles - 1) / tiles;
   if (s > k / min_k) s = k / min_k;
   if (s > SPLIT_MAX) s = SPLIT_MAX;
@@ -110,7 +110,7 @@ static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, 
 
 /* gemm_tc's pieces on a device of sms SMs (its rule above). */
 static uint32_t tc_split_count(uint32_t tiles, uint32_t sms, uint32_t m, uint32_t n, uint32_t k) {
-  uint32_t s = sms / tiles;
+  uint32_t s = tiles ? sms / tiles : 1;
   if (s > k / SPLIT_MIN_K_TC) s = k / SPLIT_MIN_K_TC;
   if (s > SPLIT_MAX) s = SPLIT_MAX;
   while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
