@@ -37,6 +37,18 @@
 #define SANITIZED 0
 #endif
 
+#if SANITIZED
+/* No quarantine for freed memory here (ASAN_OPTIONS can still set one):
+ * lavapipe makes thousands of small page-aligned allocations a call, and
+ * ASan's quarantine counts their requested bytes while each pins pages, so
+ * the default 256 MB of it held over a gigabyte, filled at a rate set by
+ * lavapipe's allocations, and the peak-RSS bound below measured that instead
+ * of steno (main's run grew 23 of the 24 MB allowed; with the quarantine
+ * off, 0.9 MB; docs/perf.md, thirteenth session). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "quarantine_size_mb=0"; }
+#endif
+
 /* Pieces of PIECE_S: one holding talk reaches at most PIECE_S + 1 past it
  * or before it, so the middle of a quiet stretch lies in pieces that the
  * gate alone decides. */
