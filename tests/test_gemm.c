@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "gpu/internal.h"
 #include "gpu_test.h"
 #include "quant.h"
 #include "steno.h"
@@ -228,6 +229,37 @@ static void no_rows(void) {
   gpu_linear_free(&l);
   gpu_buffer_free(a), gpu_buffer_free(c);
   free(w), free(mark), free(got), free(bytes);
+}
+
+/* gemm_tc's split of k by the SM count (linear.c), planned on a copy of the
+ * device that claims the 16-subgroup tile with k by 64 and an H200's 132 SMs:
+ * the counts measured best there (docs/perf.md, thirteenth session), one
+ * piece where the tiles fill a wave, none of the split rules' divisions at no
+ * rows, and the older rule (at least 256 workgroups) where the count is
+ * unknown. (At 4 rows × 1280 the rule asks for 8 pieces; k by 64 makes them
+ * 192 long, so 7.) Plans only: nothing runs on the copy. */
+static void tc_split_rule(void) {
+  gpu_device fake = *test_device();
+  fake.fast_gemm = true;
+  fake.gemm_ok[GPU_GEMM_TC128K] = true;
+  fake.gemm_force = GPU_GEMM_TC128K;
+  fake.use_fast = GPU_FAST_ALL;
+  static const struct {
+    uint32_t m, n, k, sms, splits;
+  } cases[] = {{138, 4096, 1024, 132, 2}, {138, 3072, 1024, 132, 2}, {138, 1024, 1024, 132, 8},
+               {138, 1024, 4096, 132, 8}, {138, 2048, 1024, 132, 4}, {1500, 1280, 1280, 132, 1},
+               {1500, 1280, 5120, 132, 1}, {1500, 5120, 1280, 132, 1}, {4, 1280, 1280, 132, 7},
+               {0, 1024, 1024, 132, 1},    {138, 4096, 1024, 0, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    fake.info.sm_count = cases[i].sms;
+    gpu_linear l = {.type = GPU_F16, .n = cases[i].n, .rows = cases[i].n, .k = cases[i].k, .wk = cases[i].k};
+    gpu_gemm_plan g;
+    gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
+    CHECK(g.v == GPU_GEMM_TC128K && g.splits == cases[i].splits && g.kc * g.splits >= cases[i].k &&
+              g.kc * (g.splits - 1) < cases[i].k,
+          "%ux%ux%u on %u SMs: variant %d in %u pieces of %u, want %u pieces", cases[i].m, cases[i].n,
+          cases[i].k, cases[i].sms, (int)g.v, g.splits, g.kc, cases[i].splits);
+  }
 }
 
 /* Parakeet 0.6B's FFN down at an 11 s clip, 138×1024×4096: few tiles and a
@@ -462,6 +494,7 @@ int main(void) {
   strided(160, 96);
   strided(161, 70);
   no_rows();
+  tc_split_rule();
   if (gpu_fast_passed(d, GPU_FAST_GEMM_CPU)) { /* its grid's rows: one per 8 rows of a, ≤ 65 535 */
     float w[64 * 32] = {0};
     gpu_linear l;
