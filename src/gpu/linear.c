@@ -26,7 +26,7 @@
  * pieces (33.6 µs against 37.5 in 4), 16 in 8 (19.2 against 22.4 in 4 at k
  * 1 024), 48 in 3 (31.8) with 2 (this rule's, 33.3) before 4 (34.0);
  * Whisper's 1 500 × 1 280 (120 tiles) in one (47 µs against 72 in three and
- * their reduce). Elsewhere split_count's rule. */
+ * their reduce). Elsewhere the SPLIT_TILES rule (split_count). */
 #define SPLIT_MIN_K_TC 128
 #define SPLIT_MAX 8
 #define SPLIT_BYTES ((size_t)32 << 20)
@@ -98,20 +98,15 @@ bool gpu_gemm_variant_used(const gpu_device *d, gpu_gemm_variant v) {
   return false;
 }
 
-/* How many pieces to cut k into for the portable kernel (1: none). */
-static uint32_t split_count(uint32_t tiles, uint32_t m, uint32_t n, uint32_t k, uint32_t min_k) {
-  if (!tiles || tiles >= SPLIT_TILES || k < 2 * min_k) return 1; /* no tiles: m or n is 0 */
-  uint32_t s = (SPLIT_TILES + tiles - 1) / tiles;
+/* How many pieces to cut k into (1: none): with sms (gemm_tc on a device
+ * whose SM count is known) as many as keep the workgroups within one wave,
+ * else enough for SPLIT_TILES workgroups; either way pieces of at least
+ * min_k, at most SPLIT_MAX, their partial sums within SPLIT_BYTES. */
+static uint32_t split_count(uint32_t tiles, uint32_t sms, uint32_t m, uint32_t n, uint32_t k,
+                            uint32_t min_k) {
+  if (!tiles) return 1; /* m or n is 0 */
+  uint32_t s = sms ? sms / tiles : tiles >= SPLIT_TILES ? 1 : (SPLIT_TILES + tiles - 1) / tiles;
   if (s > k / min_k) s = k / min_k;
-  if (s > SPLIT_MAX) s = SPLIT_MAX;
-  while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
-  return s;
-}
-
-/* gemm_tc's pieces on a device of sms SMs (its rule above). */
-static uint32_t tc_split_count(uint32_t tiles, uint32_t sms, uint32_t m, uint32_t n, uint32_t k) {
-  uint32_t s = tiles ? sms / tiles : 1;
-  if (s > k / SPLIT_MIN_K_TC) s = k / SPLIT_MIN_K_TC;
   if (s > SPLIT_MAX) s = SPLIT_MAX;
   while (s > 1 && (size_t)s * m * n * sizeof(float) > SPLIT_BYTES) s--;
   return s ? s : 1;
@@ -337,10 +332,8 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   }
   uint32_t tiles = (l->n + bn - 1) / bn * ((m + bm - 1) / bm);
   bool split = v == GPU_GEMM_AUTO || is_tc(v);
-  uint32_t sms = d->info.sm_count, min_k = is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K;
-  uint32_t splits = !split                ? 1
-                    : is_tc(v) && sms ? tc_split_count(tiles, sms, m, l->n, l->k)
-                                      : split_count(tiles, m, l->n, l->k, min_k);
+  uint32_t sms = is_tc(v) ? d->info.sm_count : 0, min_k = is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K;
+  uint32_t splits = split ? split_count(tiles, sms, m, l->n, l->k, min_k) : 1;
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
