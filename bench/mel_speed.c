@@ -5,8 +5,9 @@
  * writes two outputs there (f32, Parakeet's then Whisper's 30 s) so two builds
  * can be compared. Then a batch of 16 such clips (Parakeet's batch features)
  * one after another and side by side (frames_run_clips), the two timed in turn
- * in one run.
- *   mel_speed [reps] [dump_file] */
+ * in one run. Last, one call's CPU work (the gate, then Parakeet's features)
+ * with a pool started per call and with a session's pool, in turn.
+ *   [STENO_THREADS=N] mel_speed [reps] [dump_file] */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "audio/split.h"
+#include "base/pool.h"
 #include "frontend/frames.h"
 #include "frontend/mel.h"
 #include "frontend/whisper_mel.h"
@@ -112,6 +115,42 @@ static int time_batch(int reps, const float *pcm, size_t n, double ms[2]) {
   return st;
 }
 
+/* One call's CPU work before the GPU's, for one 11 s clip: the gate
+ * (split_quiet) then Parakeet's features, with a pool started for each call
+ * (as before sessions kept one) and with a session's pool lent, in turn; best
+ * ms of each into ms[0], ms[1] and the gate's share of them into gate[]. */
+static int time_call(int reps, const float *pcm, size_t n, double ms[2], double gate[2]) {
+  mel_config c = {.sample_rate = RATE, .n_fft = 512, .win_length = 400, .hop = 160, .n_mels = 128,
+                  .preemphasis = 0.97f, .f_min = 0, .f_max = 8000, .normalize = true};
+  mel_frontend m;
+  if (mel_init(&m, &c)) return -1;
+  float *out = malloc(mel_frames(&m, n) * c.n_mels * sizeof *out), *band = malloc(n * sizeof *band);
+  double *e = malloc((n / 160 + 1) * sizeof *e);
+  /* Syllables: the clip's steady tone rising and falling 3 times a second
+   * (the gate finds a steady tone quiet: no frame stands over its floor). */
+  float *syl = malloc(n * sizeof *syl);
+  for (size_t i = 0; syl && i < n; i++)
+    syl[i] = pcm[i] * (float)(0.05 + 0.95 * fmax(0.0, sin(2 * M_PI * 3 * i / RATE)));
+  pool *session = NULL;
+  int st = out && band && e && syl && !pool_new(pool_default_workers(), &session) ? 0 : -1;
+  ms[0] = ms[1] = gate[0] = gate[1] = INFINITY;
+  for (int r = 0; !st && r < 2 * reps; r++) {
+    int lend = r % 2;
+    pool *before = pool_lend(lend ? session : NULL);
+    size_t valid;
+    double t0 = now_ms();
+    bool quiet = split_quiet(syl, n, band, e);
+    double t1 = now_ms();
+    if (quiet || mel_compute(&m, syl, n, out, &valid)) st = -1;
+    ms[lend] = fmin(ms[lend], now_ms() - t0), gate[lend] = fmin(gate[lend], t1 - t0);
+    pool_lend(before);
+  }
+  pool_free(session);
+  free(out), free(band), free(e), free(syl);
+  mel_free(&m);
+  return st;
+}
+
 static int whisper_init(wmel *m) {
   float fb[WMELS * (WFFT / 2 + 1)], window[WFFT];
   whisper_filters(fb);
@@ -167,6 +206,9 @@ static int time_whisper_11(int reps, const float *pcm, double ms[2]) {
 
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
+  /* STENO_THREADS: the threads the frontends and the gate may take (0: one per CPU). */
+  const char *threads = getenv("STENO_THREADS");
+  if (threads) pool_limit_threads(atoi(threads));
   FILE *dump = argc > 2 ? fopen(argv[2], "wb") : NULL;
   if (reps < 1 || (argc > 2 && !dump)) {
     fprintf(stderr, "usage: mel_speed [reps] [dump_file]\n");
@@ -189,7 +231,13 @@ int main(int argc, char **argv) {
   if (!st)
     printf("parakeet mel, %d × 11 s:    %8.3f ms one after another, %8.3f ms side by side\n", BATCH,
            b[0], b[1]);
+  double call[2], gate[2];
+  int cst = time_call(reps, pcm, 11 * RATE, call, gate);
+  if (!cst)
+    printf("gate + parakeet mel, 11 s:  %8.3f ms (gate %.3f) a pool per call, %8.3f ms (gate %.3f) "
+           "the session's pool, %d threads (%.2f×)\n",
+           call[0], gate[0], call[1], gate[1], pool_default_workers() + 1, call[0] / call[1]);
   free(pcm);
   if (dump) fclose(dump);
-  return p < 0 || w < 0 || wst || st;
+  return p < 0 || w < 0 || wst || st || cst;
 }

@@ -21,7 +21,10 @@
  *
  * Threads. A steno_model holds what is read-only once loaded (weights on the
  * GPU, vocabulary, configuration); a steno_session holds what one transcription
- * writes (the GPU recorder, activations, decoder state, KV caches). So:
+ * writes (the GPU recorder, activations, decoder state, KV caches) and, from
+ * its first call on, the CPU worker threads its calls' audio gate and features
+ * run on beside the calling thread (steno_model_params.threads in all, at most
+ * 16; idle between calls). So:
  *   - one model may be shared by any number of threads, each transcribing
  *     through its own session (steno_session_new): sessions of one model run
  *     concurrently, their GPU submissions serialized by the library;
@@ -254,7 +257,7 @@ typedef struct steno_session steno_session;
 
 /* A new session on m (STENO_ERR_INVALID for NULL arguments); m must outlive it. */
 STENO_API int steno_session_new(steno_model *m, steno_session **out);
-/* Frees a session (NULL: nothing); before its model. */
+/* Frees a session (NULL: nothing) and stops its worker threads; before its model. */
 STENO_API void steno_session_free(steno_session *s);
 /* Transcribes count clips (pcm[i]: n[i] samples, as steno_transcribe) into out[0..count):
  * the same tokens, times and text as steno_transcribe of each clip (token confidences may

@@ -1,5 +1,6 @@
-/* The worker pool (src/base/pool.c), and the transducer decoder on several
- * threads giving exactly what it gives on one. */
+/* The worker pool (src/base/pool.c), a pool lent to a thread, and the
+ * transducer decoder on several threads giving exactly what it gives on one. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -80,8 +81,45 @@ static void decoder_threads(void) {
   for (int i = 0; i < k; i++) free(owned[i]);
 }
 
+/* A pool lent on this thread: one borrower at a time (a nested one does
+ * without), other threads see none, and lending again restores the one before. */
+static void *borrow_elsewhere(void *arg) {
+  *(pool **)arg = pool_borrow();
+  return NULL;
+}
+
+static void lending(void) {
+  pool *a, *b;
+  CHECK_OK(pool_new(2, &a));
+  CHECK_OK(pool_new(1, &b));
+  CHECK(pool_borrow() == NULL, "no pool lent: none to borrow");
+  CHECK(pool_lend(a) == NULL, "nothing lent before");
+  pool *got = pool_borrow();
+  CHECK(got == a, "the lent pool is borrowed");
+  CHECK(pool_borrow() == NULL, "a nested borrower gets none while it is out");
+  pool *other = a;
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, borrow_elsewhere, &other) == 0, "a thread starts");
+  pthread_join(t, NULL);
+  CHECK(other == NULL, "another thread sees no lent pool");
+  int runs[5] = {0};
+  counter c = {runs, 0};
+  pool_run(got, 5, count, &c); /* a borrowed pool runs batches as any other */
+  CHECK(runs[0] + runs[1] + runs[2] + runs[3] + runs[4] == 5, "the borrowed pool ran its tasks");
+  pool_unborrow(got);
+  CHECK(pool_borrow() == a, "given back, it can be borrowed again");
+  pool_unborrow(a);
+  CHECK(pool_lend(b) == a, "lending b returns a");
+  CHECK(pool_borrow() == b, "b is lent now");
+  pool_unborrow(b);
+  CHECK(pool_lend(NULL) == b, "lending none returns b");
+  CHECK(pool_borrow() == NULL, "none lent again");
+  pool_free(a), pool_free(b);
+}
+
 int main(void) {
   for (int w = 0; w <= 3; w++) batches(w);
+  lending();
   pool *p;
   CHECK(pool_new(-1, &p) == STENO_ERR_INVALID && !p, "-1 workers refused");
   CHECK(pool_new(16, &p) == STENO_ERR_INVALID && !p, "16 workers refused");

@@ -59,12 +59,13 @@ static int append_piece(steno_result *all, steno_result *r, size_t offset,
 #define BATCH_PIECES 4
 
 typedef struct {
-  float *pcm[BATCH_PIECES];
+  const float *pcm[BATCH_PIECES];
+  float *copy[BATCH_PIECES]; /* pcm where it is a copy (a stream's pieces), else NULL */
   size_t n[BATCH_PIECES], offset[BATCH_PIECES], count;
 } pending;
 
 static void pending_free(pending *q) {
-  for (size_t i = 0; i < q->count; i++) free(q->pcm[i]);
+  for (size_t i = 0; i < q->count; i++) free(q->copy[i]);
   q->count = 0;
 }
 
@@ -74,8 +75,7 @@ static int pending_flush(steno_session *session, pending *q, const steno_transcr
   if (!q->count) return 0;
   double heard = all->duration; /* appending earlier pieces must not move it back */
   steno_result *r[BATCH_PIECES] = {0};
-  int st = session->m->fam->transcribe_batch(session->impl, (const float *const *)q->pcm, q->n,
-                                             q->count, p, r);
+  int st = session->m->fam->transcribe_batch(session->impl, q->pcm, q->n, q->count, p, r);
   for (size_t i = 0; i < q->count; i++)
     if (st) steno_result_free(r[i]);
     else st = append_piece(all, r[i], q->offset[i], p);
@@ -84,36 +84,42 @@ static int pending_flush(steno_session *session, pending *q, const steno_transcr
   return st;
 }
 
-/* One piece: transcribed at once, or (a family that batches) kept for the next flush. */
+/* One piece: transcribed at once, or (a family that batches) kept for the next
+ * flush, copied where it comes from a stream (the splitter reuses its buffer). */
 static int piece_take(steno_session *session, pending *q, const float *pcm, size_t n,
-                      size_t offset, const steno_transcribe_params *p, steno_result *all) {
+                      size_t offset, bool stream, const steno_transcribe_params *p,
+                      steno_result *all) {
   const family *f = session->m->fam;
   if (!f->transcribe_batch) {
     steno_result *r;
     TRY(f->transcribe(session->impl, pcm, n, p, &r));
     return append_piece(all, r, offset, p);
   }
-  float *copy = mem_alloc(n ? n : 1, sizeof *copy);
-  if (!copy) return STENO_ERR_NOMEM;
-  memcpy(copy, pcm, n * sizeof *copy);
-  q->pcm[q->count] = copy, q->n[q->count] = n, q->offset[q->count++] = offset;
+  float *copy = NULL;
+  if (stream) {
+    if (!(copy = mem_alloc(n ? n : 1, sizeof *copy))) return STENO_ERR_NOMEM;
+    memcpy(copy, pcm, n * sizeof *copy);
+  }
+  q->pcm[q->count] = copy ? copy : pcm, q->copy[q->count] = copy;
+  q->n[q->count] = n, q->offset[q->count++] = offset;
   return q->count == BATCH_PIECES ? pending_flush(session, q, p, all) : 0;
 }
 
-/* Splits what `read` delivers into pieces and transcribes them (in turn, or
- * BATCH_PIECES at a time where the family batches): quiet ones are skipped,
- * the others' results appended with their offset. total_seconds (0:
- * unknown) is for progress only. */
+/* Splits what `read` delivers (read NULL: the n samples at pcm) into pieces
+ * and transcribes them (in turn, or BATCH_PIECES at a time where the family
+ * batches): quiet ones are skipped, the others' results appended with their
+ * offset. total_seconds (0: unknown) is for progress only. */
 static int transcribe_pieces(steno_session *session, split_read_fn read, void *user,
-                             double total_seconds, const steno_transcribe_params *p,
-                             steno_result **out) {
+                             const float *pcm_in, size_t n_in, double total_seconds,
+                             const steno_transcribe_params *p, steno_result **out) {
   const steno_model *m = session->m;
   double seconds;
   TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
   splitter s;
-  TRY(split_init(&s, seconds, read, user));
-  /* The CPU work below (features, a CPU decoder) runs on this thread and its pools. */
-  int threads = pool_limit_threads(m->threads);
+  TRY(read ? split_init(&s, seconds, read, user) : split_init_memory(&s, seconds, pcm_in, n_in));
+  /* The CPU work below (gate, features, a CPU decoder) runs on this thread and
+   * the session's workers. */
+  api_call call = api_call_begin(session);
   steno_result *all;
   pending q = {0};
   int st = result_empty(0, &all);
@@ -126,7 +132,7 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
     if (!st && !n) st = pending_flush(session, &q, p, all);
     if (st || !n) break;
     if (!(st = check_finite(pcm, n, offset)) && !quiet)
-      st = piece_take(session, &q, pcm, n, offset, p, all);
+      st = piece_take(session, &q, pcm, n, offset, read != NULL, p, all);
     if (st) break;
     all->duration = (double)(offset + n) / SPLIT_RATE;
     if (p->progress && total_seconds > 0) {
@@ -136,7 +142,7 @@ static int transcribe_pieces(steno_session *session, split_read_fn read, void *u
   }
   pending_free(&q);
   split_free(&s);
-  pool_limit_threads(threads);
+  api_call_end(call);
   if (st) {
     steno_result_free(all);
     return st;
@@ -185,19 +191,6 @@ static int add_speakers(steno_result *r, const float *pcm, size_t n,
   return st;
 }
 
-typedef struct {
-  const float *pcm;
-  size_t n, at;
-} memory_source;
-
-static int memory_read(void *user, float *pcm, size_t max, size_t *got) {
-  memory_source *src = user;
-  *got = src->n - src->at < max ? src->n - src->at : max;
-  memcpy(pcm, src->pcm + src->at, *got * sizeof *pcm);
-  src->at += *got;
-  return 0;
-}
-
 static int stream_read(void *user, float *pcm, size_t max, size_t *got) {
   return steno_audio_read(user, pcm, max, got);
 }
@@ -233,8 +226,7 @@ int steno_session_transcribe(steno_session *s, const float *pcm, size_t n,
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
   TRY(check_diarizer(s->m, &p));
   if (s->m->fam->diarizer) return diarize(s, pcm, n, &p, out);
-  memory_source src = {pcm, n, 0};
-  TRY(transcribe_pieces(s, memory_read, &src, (double)n / SPLIT_RATE, &p, out));
+  TRY(transcribe_pieces(s, NULL, NULL, pcm, n, (double)n / SPLIT_RATE, &p, out));
   if (!p.diarizer) return 0;
   int st = add_speakers(*out, pcm, n, &p);
   if (st) *out = NULL;
@@ -249,7 +241,7 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
   *out = NULL;
   steno_transcribe_params p = params ? *params : steno_transcribe_default_params();
   if (!s->m->fam->diarizer && !p.diarizer)
-    return transcribe_pieces(s, stream_read, a, steno_audio_duration(a), &p, out);
+    return transcribe_pieces(s, stream_read, a, NULL, 0, steno_audio_duration(a), &p, out);
   TRY(check_diarizer(s->m, &p));
   kept_source k = {a, NULL, 0, 0};
   int st = 0;
@@ -259,7 +251,7 @@ int steno_session_transcribe_audio(steno_session *s, steno_audio *a,
     while (!st && got) st = kept_read(&k, buf, sizeof buf / sizeof *buf, &got);
     if (!st) st = diarize(s, k.kept, k.n, &p, out);
   } else {
-    st = transcribe_pieces(s, kept_read, &k, steno_audio_duration(a), &p, out);
+    st = transcribe_pieces(s, kept_read, &k, NULL, 0, steno_audio_duration(a), &p, out);
     if (!st && (st = add_speakers(*out, k.kept, k.n, &p))) *out = NULL;
   }
   free(k.kept);
@@ -293,9 +285,8 @@ static int piece_add(piece_list *l, const float *pcm, size_t n, size_t offset, s
 
 /* Clip i's pieces, cut where steno_transcribe cuts them, into l (quiet ones left out). */
 static int clip_pieces(const float *pcm, size_t n, size_t i, double seconds, piece_list *l) {
-  memory_source src = {pcm, n, 0};
   splitter s;
-  TRY(split_init(&s, seconds, memory_read, &src));
+  TRY(split_init_memory(&s, seconds, pcm, n));
   int st = 0;
   for (;;) {
     const float *piece;
@@ -352,8 +343,8 @@ static int batch_all(steno_session *session, const float *const *pcm, const size
   TRY(piece_seconds(m->fam, p->piece_seconds, &seconds));
   piece_list l = {0};
   steno_result **r = NULL;
-  int threads = pool_limit_threads(m->threads), st = 0;
-  st = all_pieces(pcm, n, count, seconds, &l);
+  api_call call = api_call_begin(session);
+  int st = all_pieces(pcm, n, count, seconds, &l);
   if (!st && p->abort && p->abort(p->abort_user)) st = err_set(STENO_ERR_ABORTED, "aborted");
   if (!st && !(r = mem_alloc(l.count ? l.count : 1, sizeof *r))) st = STENO_ERR_NOMEM;
   if (!st && l.count) st = m->fam->transcribe_batch(session->impl, l.pcm, l.n, l.count, p, r);
@@ -362,7 +353,7 @@ static int batch_all(steno_session *session, const float *const *pcm, const size
     if (st) steno_result_free(r ? r[k] : NULL);
     else st = append_piece(out[l.clip[k]], r[k], l.offset[k], p);
   for (size_t i = 0; i < count && !st; i++) out[i]->duration = (double)n[i] / SPLIT_RATE;
-  pool_limit_threads(threads);
+  api_call_end(call);
   free(r);
   pieces_free(&l);
   if (!st && p->progress) p->progress(1.0f, p->progress_user);

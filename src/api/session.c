@@ -31,7 +31,24 @@ int steno_session_new(steno_model *m, steno_session **out) {
 /* Frees a session without counting it (the model's own, or a caller's). */
 static void session_release(steno_session *s) {
   s->m->fam->session_free(s->impl);
+  pool_free(s->workers);
   free(s);
+}
+
+/* Workers are started at a session's first call and kept: starting 15 threads
+ * and stopping them cost ~0.7 ms a call (docs/perf.md). None on one CPU, or
+ * where they cannot start (the calls then start their own, as before). */
+api_call api_call_begin(steno_session *s) {
+  api_call c = {pool_limit_threads(s->m->threads), NULL};
+  int workers = pool_default_workers();
+  if (!s->workers && workers > 0 && pool_new(workers, &s->workers)) s->workers = NULL;
+  c.lent = pool_lend(s->workers);
+  return c;
+}
+
+void api_call_end(api_call c) {
+  pool_lend(c.lent);
+  pool_limit_threads(c.threads);
 }
 
 void steno_session_free(steno_session *s) {

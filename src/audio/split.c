@@ -1,30 +1,46 @@
 #include "audio/split.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/pool.h"
 
 enum { WINDOW = 30 /* frames: 300 ms */ };
 
-int split_init(splitter *s, double seconds, split_read_fn read, void *user) {
+/* A splitter reading `read`, or (read NULL) the n samples at mem. */
+static int init(splitter *s, double seconds, split_read_fn read, void *user, const float *mem,
+                size_t n) {
   memset(s, 0, sizeof *s);
   if (!(seconds >= 2.0 && seconds <= 3600.0))
     return err_set(STENO_ERR_INVALID, "piece length %g s: must be 2 s to 1 hour", seconds);
   s->read = read;
   s->user = user;
+  s->mem = mem, s->mem_n = n;
   s->piece = (size_t)(seconds * SPLIT_RATE) / SPLIT_FRAME * SPLIT_FRAME;
   s->cap = s->piece + SPLIT_RATE;
-  s->buf = mem_alloc(s->cap, sizeof *s->buf);
-  s->band = mem_alloc(s->cap, sizeof *s->band);
-  s->scratch = mem_alloc(s->cap / SPLIT_FRAME + 1, sizeof *s->scratch);
-  if (!s->buf || !s->band || !s->scratch) {
+  size_t most = read || n > s->cap ? s->cap : n; /* the longest piece it can hand out */
+  if (read) s->buf = mem_alloc(s->cap, sizeof *s->buf);
+  s->band = mem_alloc(most ? most : 1, sizeof *s->band);
+  s->scratch = mem_alloc(most / SPLIT_FRAME + 1, sizeof *s->scratch);
+  if ((read && !s->buf) || !s->band || !s->scratch) {
     split_free(s);
     return STENO_ERR_NOMEM;
   }
   return 0;
+}
+
+int split_init(splitter *s, double seconds, split_read_fn read, void *user) {
+  if (!read) return err_set(STENO_ERR_INVALID, "split_init: no reader");
+  return init(s, seconds, read, user, NULL, 0);
+}
+
+int split_init_memory(splitter *s, double seconds, const float *pcm, size_t n) {
+  if (!pcm && n) return err_set(STENO_ERR_INVALID, "split_init_memory: NULL samples");
+  return init(s, seconds, NULL, NULL, pcm, n);
 }
 
 void split_free(splitter *s) {
@@ -93,13 +109,24 @@ static inline float biquad_step(biquad *q, float x) {
 }
 
 /* band = pcm through the speech band's two biquads (150 Hz high-pass, then
- * 1 kHz low-pass) and e[f] = frame f's mean energy there, in one pass: the
- * two filters' chains of dependent operations overlap (each sample's output
- * is what filtering in two passes gives, bit for bit). */
-static void speech_band(const float *pcm, size_t n, float *band, double *e) {
+ * 1 kHz low-pass) and e[f] = frame f's mean energy there. The two filters run
+ * in one pass, so their chains of dependent operations overlap.
+ *
+ * In chunks of BAND_CHUNK samples that can run side by side: a chunk's filters
+ * start from rest BAND_WARM samples before it (the first chunk at the start,
+ * as one pass over the whole piece does), and their response to that start
+ * has died away by the chunk: the slower filter's poles have radius 0.959, so
+ * it is down to 0.959^1024 ≈ 3e-19 of the signal, below a double's
+ * resolution. So the chunks give what one pass gives (tests/test_split.c
+ * compares them bit for bit), whatever the number of threads. */
+enum { BAND_CHUNK = 100 * SPLIT_FRAME /* 1 s */, BAND_WARM = 1024 };
+
+static void band_chunk(const float *pcm, size_t n, size_t chunk, float *band, double *e) {
   biquad hp = biquad_new(150, true), lp = biquad_new(1000, false);
-  size_t nf = n / SPLIT_FRAME, i = 0;
-  for (size_t f = 0; f < nf; f++) {
+  size_t lo = chunk * BAND_CHUNK, hi = lo + BAND_CHUNK < n ? lo + BAND_CHUNK : n;
+  for (size_t i = lo > BAND_WARM ? lo - BAND_WARM : 0; i < lo; i++) biquad_step(&lp, biquad_step(&hp, pcm[i]));
+  size_t i = lo;
+  for (size_t f = lo / SPLIT_FRAME; f < hi / SPLIT_FRAME; f++) {
     double sum = 0;
     for (int k = 0; k < SPLIT_FRAME; k++, i++) {
       float y = biquad_step(&lp, biquad_step(&hp, pcm[i]));
@@ -108,7 +135,7 @@ static void speech_band(const float *pcm, size_t n, float *band, double *e) {
     }
     e[f] = sum / SPLIT_FRAME;
   }
-  for (; i < n; i++) band[i] = biquad_step(&lp, biquad_step(&hp, pcm[i]));
+  for (; i < hi; i++) band[i] = biquad_step(&lp, biquad_step(&hp, pcm[i]));
 }
 
 /* The 10th percentile of frame energies, to 0.25 dB, from a histogram of
@@ -167,10 +194,49 @@ double split_periodicity(const float *x) {
   return best;
 }
 
+/* The gate's work, in 1 s chunks run side by side: the speech band first,
+ * then the voicing test of each chunk's loud frames, which stops everywhere
+ * once VOICED_MIN are found. */
+typedef struct {
+  const float *pcm;
+  size_t n, nf;
+  float *band;
+  double *e, above;
+  atomic_int voiced;
+} gate_job;
+
+static void gate_band(void *ctx, int chunk) {
+  gate_job *g = ctx;
+  band_chunk(g->pcm, g->n, (size_t)chunk, g->band, g->e);
+}
+
+static void gate_voicing(void *ctx, int chunk) {
+  gate_job *g = ctx;
+  size_t f0 = (size_t)chunk * (BAND_CHUNK / SPLIT_FRAME), f1 = f0 + BAND_CHUNK / SPLIT_FRAME;
+  for (size_t f = f0; f < f1 && f < g->nf && f * SPLIT_FRAME + PITCH_WINDOW + LAG_MAX + 1 <= g->n; f++) {
+    if (atomic_load_explicit(&g->voiced, memory_order_relaxed) >= VOICED_MIN) return;
+    if (g->e[f] >= g->above && split_periodicity(g->band + f * SPLIT_FRAME) >= 0.6)
+      atomic_fetch_add_explicit(&g->voiced, 1, memory_order_relaxed);
+  }
+}
+
+/* Runs fn over the chunks on the pool lent to this thread, or here in order. */
+static void gate_run(gate_job *g, pool_fn fn) {
+  int chunks = (int)((g->n + BAND_CHUNK - 1) / BAND_CHUNK);
+  pool *p = pool_borrow();
+  if (p) {
+    pool_run(p, chunks, fn, g);
+    pool_unborrow(p);
+  } else {
+    for (int c = 0; c < chunks; c++) fn(g, c);
+  }
+}
+
 bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
   size_t nf = n / SPLIT_FRAME;
   if (nf == 0) return true;
-  speech_band(pcm, n, band, e);
+  gate_job g = {.pcm = pcm, .n = n, .nf = nf, .band = band, .e = e};
+  gate_run(&g, gate_band);
   size_t w = nf < WINDOW ? nf : WINDOW;
   double sum = 0, loudest = 0;
   for (size_t f = 0; f < nf; f++) {
@@ -178,11 +244,11 @@ bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
     if (f + 1 >= w && sum / w > loudest) loudest = sum / w;
   }
   if (loudest < 1e-6) return true; /* −60 dBFS */
-  double floor = noise_floor(e, nf), above = 10 * (floor > 1e-8 ? floor : 1e-8); /* 10 dB, ≥ −70 dBFS */
-  int voiced = 0;
-  for (size_t f = 0; f < nf && (f * SPLIT_FRAME + PITCH_WINDOW + LAG_MAX + 1 <= n); f++)
-    if (e[f] >= above && split_periodicity(band + f * SPLIT_FRAME) >= 0.6 && ++voiced >= VOICED_MIN) return false;
-  return true;
+  double floor = noise_floor(e, nf);
+  g.above = 10 * (floor > 1e-8 ? floor : 1e-8); /* 10 dB, ≥ −70 dBFS */
+  atomic_init(&g.voiced, 0);
+  gate_run(&g, gate_voicing);
+  return atomic_load(&g.voiced) < VOICED_MIN;
 }
 
 /* Refills the buffer to its capacity, or to the end of the stream. */
@@ -198,21 +264,31 @@ static int fill(splitter *s) {
 }
 
 int split_next(splitter *s, const float **pcm, size_t *n, size_t *offset, bool *quiet) {
-  memmove(s->buf, s->buf + s->used, (s->have - s->used) * sizeof *s->buf);
-  s->have -= s->used;
+  const float *at;
   s->offset += s->used;
+  if (!s->read) { /* split_init_memory's: the next cap samples as they lie */
+    size_t left = s->mem_n - s->offset;
+    s->have = left < s->cap ? left : s->cap;
+    s->eof = s->have == left;
+    at = left ? s->mem + s->offset : s->mem;
+  } else {
+    memmove(s->buf, s->buf + s->used, (s->have - s->used) * sizeof *s->buf);
+    s->have -= s->used;
+    s->used = 0;
+    TRY(fill(s));
+    at = s->buf;
+  }
   s->used = 0;
-  TRY(fill(s));
   size_t len = s->have;
   if (len > s->piece) {
     /* At the end, keep the last piece at least 1 s long. */
     size_t hi = s->eof && s->have - SPLIT_RATE < s->piece ? s->have - SPLIT_RATE : s->piece;
-    len = split_cut(s->buf, s->piece / 2, hi, s->scratch);
+    len = split_cut(at, s->piece / 2, hi, s->scratch);
   }
   s->used = len;
-  *pcm = s->buf;
+  *pcm = at;
   *n = len;
   *offset = s->offset;
-  *quiet = len ? split_quiet(s->buf, len, s->band, s->scratch) : true;
+  *quiet = len ? split_quiet(at, len, s->band, s->scratch) : true;
   return 0;
 }

@@ -20,6 +20,8 @@ typedef struct {
   size_t piece;   /* longest piece, samples (a multiple of SPLIT_FRAME) */
   size_t cap;     /* buffer: piece + 1 s, so a cut never leaves a last piece under 1 s */
   float *buf;
+  const float *mem; /* split_init_memory's samples (read NULL, buf unused), mem_n of them */
+  size_t mem_n;
   float *band;    /* the gate's speech-band copy of a piece */
   size_t have;    /* samples in buf */
   size_t used;    /* of them, the piece handed out last (dropped on the next call) */
@@ -30,11 +32,17 @@ typedef struct {
 
 /* seconds: the longest piece (≥ 2 s). */
 int split_init(splitter *s, double seconds, split_read_fn read, void *user);
+
+/* The same over n samples already in memory: its pieces point into pcm (which
+ * must outlive them), nothing is copied, and buffers are sized to n where it
+ * is shorter than a piece. Same pieces as split_init over a reader of pcm. */
+int split_init_memory(splitter *s, double seconds, const float *pcm, size_t n);
 void split_free(splitter *s);
 
 /* The next piece: *pcm (valid until the next call), *n samples starting at
  * sample *offset of the stream, and whether the energy gate finds it quiet.
- * *n == 0 at the end. As wavo's splitter: pieces are contiguous, all but the
+ * *n == 0 at the end (split_init_memory's pieces live as long as its pcm).
+ * As wavo's splitter: pieces are contiguous, all but the
  * last at least piece/2 long, the last at least 1 s (unless the whole stream
  * is shorter), and every cut falls on a 10 ms frame boundary. */
 int split_next(splitter *s, const float **pcm, size_t *n, size_t *offset, bool *quiet);
@@ -64,10 +72,13 @@ size_t split_cut(const float *pcm, size_t lo, size_t hi, double *scratch);
  * 29, over white noise at 10 dB SNR 14 (at 0 dB SNR 5: gated); the speech
  * samples in shared/data/samples 180–870 in their first 15 s. Whispered
  * speech has no voicing and is gated.
- * Cost: a 30 ms correlation at 289 lags for each loud frame until the 10th
- * voiced one, so speech costs little; 60 s of loud noise bursts (every frame
- * tested) takes 770 ms on one core of the 2-core dev machine (gcc -O2): a
- * known cost, to cut by decimating the band before it matters.
+ * Cost: the band filters (~0.8 ms per 11 s on one core of the 2-core dev
+ * machine), then a 30 ms correlation at 289 lags for each loud frame until
+ * the 10th voiced one, so speech costs little; 60 s of loud noise bursts
+ * (every frame tested) takes 770 ms on one core (gcc -O2): a known cost, to
+ * cut by decimating the band before it matters. Both run in 1 s chunks on the
+ * pool lent to the calling thread (base/pool.h: a session's workers) where
+ * there is one, in turn here otherwise; the answer is the same either way.
  * band holds n floats, scratch n / SPLIT_FRAME + 1 doubles. */
 bool split_quiet(const float *pcm, size_t n, float *band, double *scratch);
 

@@ -24,6 +24,7 @@ struct pool {
   unsigned batch;   /* counts pool_run calls: a worker runs each once */
   int pending;      /* workers still in the current batch */
   bool stop;
+  bool borrowed; /* lent (pool_lend) and in a borrower's hands */
   pool_fn fn;
   void *ctx;
   int tasks;
@@ -33,6 +34,25 @@ struct pool {
  * starts on this thread take no more. Per thread, as two models on two
  * threads may ask for different numbers. */
 static _Thread_local int thread_limit;
+
+/* The pool lent on this thread (its `borrowed` says whether a borrower has it). */
+static _Thread_local pool *lent;
+
+pool *pool_lend(pool *p) {
+  pool *old = lent;
+  lent = p;
+  return old;
+}
+
+pool *pool_borrow(void) {
+  if (!lent || lent->borrowed) return NULL;
+  lent->borrowed = true;
+  return lent;
+}
+
+void pool_unborrow(pool *p) {
+  if (p) p->borrowed = false;
+}
 
 int pool_limit_threads(int threads) {
   int old = thread_limit;

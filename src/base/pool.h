@@ -28,4 +28,13 @@ int pool_threads(const pool *p);
 
 void pool_free(pool *p);
 
+/* A pool kept across calls (a session's) and lent to the code on the calling
+ * thread, so a call's CPU work does not start and stop threads each time:
+ * pool_lend makes p (NULL: none) the lent pool and returns the one before.
+ * pool_borrow gives the lent pool while it is not in use already (a nested
+ * borrower gets NULL and does without); pool_unborrow gives it back. */
+pool *pool_lend(pool *p);
+pool *pool_borrow(void);
+void pool_unborrow(pool *p);
+
 #endif

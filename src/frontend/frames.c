@@ -38,11 +38,16 @@ int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
     free(j.buf);
     return 0;
   }
-  /* Chunk c runs on the pool's thread c (chunk 0 here); a pool that could not
-   * start its threads runs them all here. */
-  pool *p;
-  int st = pool_new((int)n - 1, &p);
-  if (!st) {
+  /* Chunk c runs on the pool's thread c mod its threads (chunk 0 here): the
+   * pool lent on this thread where there is one (a session's, kept across
+   * calls), else one started for this call; a pool that could not start its
+   * threads runs them all here. */
+  pool *p = pool_borrow();
+  int st = 0;
+  if (p) {
+    pool_run(p, (int)n, run_chunk, &j);
+    pool_unborrow(p);
+  } else if (!(st = pool_new((int)n - 1, &p))) {
     pool_run(p, (int)n, run_chunk, &j);
     pool_free(p);
   }
@@ -79,15 +84,17 @@ static void run_clip(void *p, int clip) {
 int frames_run_clips(int clips, frames_clip_fn fn, void *ctx) {
   if (clips <= 0) return 0;
   int cpus = pool_default_workers() + 1, want = clips < cpus ? clips : cpus;
-  pool *p;
-  TRY(pool_new(want - 1, &p));
+  pool *lent = pool_borrow(), *p = lent;
+  if (!p) TRY(pool_new(want - 1, &p));
   int threads = pool_threads(p); /* fewer where a thread did not start */
-  clips_job j = {fn, ctx, cpus / threads, threads, mem_alloc((size_t)clips, sizeof(int)),
+  int busy = threads < clips ? threads : clips; /* threads that get a clip */
+  clips_job j = {fn, ctx, cpus / busy, threads, mem_alloc((size_t)clips, sizeof(int)),
                  mem_alloc((size_t)threads, sizeof(int)), mem_alloc((size_t)threads, MESSAGE)};
   int st = j.status && j.failed && j.message ? 0 : STENO_ERR_NOMEM;
   for (int t = 0; !st && t < threads; t++) j.failed[t] = -1;
   if (!st) pool_run(p, clips, run_clip, &j);
-  pool_free(p);
+  if (lent) pool_unborrow(lent);
+  else pool_free(p);
   for (int c = 0; !st && c < clips; c++)
     if (j.status[c]) st = err_set(j.status[c], "%s", j.message + (size_t)(c % threads) * MESSAGE);
   free(j.status), free(j.failed), free(j.message);
