@@ -222,14 +222,7 @@ static void gate_voicing(void *ctx, int chunk) {
 
 /* Runs fn over the chunks on the pool lent to this thread, or here in order. */
 static void gate_run(gate_job *g, pool_fn fn) {
-  int chunks = (int)((g->n + BAND_CHUNK - 1) / BAND_CHUNK);
-  pool *p = pool_borrow();
-  if (p) {
-    pool_run(p, chunks, fn, g);
-    pool_unborrow(p);
-  } else {
-    for (int c = 0; c < chunks; c++) fn(g, c);
-  }
+  pool_run_lent((int)((g->n + BAND_CHUNK - 1) / BAND_CHUNK), fn, g);
 }
 
 bool split_quiet(const float *pcm, size_t n, float *band, double *e) {

@@ -54,6 +54,16 @@ void pool_unborrow(pool *p) {
   if (p) p->borrowed = false;
 }
 
+void pool_run_lent(int tasks, pool_fn fn, void *ctx) {
+  pool *p = pool_borrow();
+  if (p) {
+    pool_run(p, tasks, fn, ctx);
+    pool_unborrow(p);
+  } else {
+    for (int i = 0; i < tasks; i++) fn(ctx, i);
+  }
+}
+
 int pool_limit_threads(int threads) {
   int old = thread_limit;
   thread_limit = threads > 0 ? threads : 0;

@@ -37,4 +37,9 @@ pool *pool_lend(pool *p);
 pool *pool_borrow(void);
 void pool_unborrow(pool *p);
 
+/* fn(ctx, i) for i in [0, tasks) on the lent pool where it is free, else in
+ * order on the caller: for work worth spreading only where threads are
+ * already running. */
+void pool_run_lent(int tasks, pool_fn fn, void *ctx);
+
 #endif

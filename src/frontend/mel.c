@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/pool.h"
 #include "frontend/fft.h"
 #include "frontend/frames.h"
 
@@ -80,31 +81,45 @@ void mel_free(mel_frontend *m) {
 }
 
 /* Per-feature normalization over the first `valid` frames: (x − mean) /
- * (unbiased std + 1e-5). The sums run over frames
- * in order for every feature at once (rows of x are contiguous). Reading src
- * and writing dst (which may be src) spares a caller that keeps both a copy. */
-int mel_normalize_into(float *dst, const float *src, size_t valid, int n_mels) {
-  double *sum = mem_alloc(2 * (size_t)n_mels, sizeof *sum), *sq = sum + n_mels;
-  float *mean = mem_alloc(2 * (size_t)n_mels, sizeof *mean), *scale = mean + n_mels;
-  if (!sum || !mean) {
-    free(sum);
-    free(mean);
-    return STENO_ERR_NOMEM;
-  }
-  for (int m = 0; m < n_mels; m++) sum[m] = sq[m] = 0;
-  for (size_t t = 0; t < valid; t++)
-    for (int m = 0; m < n_mels; m++) sum[m] += src[t * n_mels + m];
-  for (int m = 0; m < n_mels; m++) mean[m] = (float)(sum[m] / (double)valid);
-  for (size_t t = 0; t < valid; t++)
-    for (int m = 0; m < n_mels; m++) {
-      double d = src[t * n_mels + m] - mean[m];
+ * (unbiased std + 1e-5). Each feature's sums run over the frames in order;
+ * the features go in groups of NORM_GROUP (a 64-byte line of each row) that
+ * run side by side on the lent pool, in turn where there is none (the same
+ * bits either way). Reading src and writing dst (which may be src) spares a
+ * caller that keeps both a copy. */
+enum { NORM_GROUP = 16 };
+
+typedef struct {
+  float *dst;
+  const float *src;
+  size_t valid;
+  int n_mels;
+} norm_job;
+
+static void norm_group(void *ctx, int group) {
+  const norm_job *j = ctx;
+  size_t M = (size_t)j->n_mels, m0 = (size_t)group * NORM_GROUP;
+  size_t w = M - m0 < NORM_GROUP ? M - m0 : NORM_GROUP;
+  double sum[NORM_GROUP] = {0}, sq[NORM_GROUP] = {0};
+  float mean[NORM_GROUP], scale[NORM_GROUP];
+  const float *src = j->src + m0;
+  float *dst = j->dst + m0;
+  for (size_t t = 0; t < j->valid; t++)
+    for (size_t m = 0; m < w; m++) sum[m] += src[t * M + m];
+  for (size_t m = 0; m < w; m++) mean[m] = (float)(sum[m] / (double)j->valid);
+  for (size_t t = 0; t < j->valid; t++)
+    for (size_t m = 0; m < w; m++) {
+      double d = src[t * M + m] - mean[m];
       sq[m] += d * d;
     }
-  for (int m = 0; m < n_mels; m++) scale[m] = (float)sqrt(sq[m] / (double)(valid - 1)) + 1e-5f;
-  for (size_t t = 0; t < valid; t++)
-    for (int m = 0; m < n_mels; m++) dst[t * n_mels + m] = (src[t * n_mels + m] - mean[m]) / scale[m];
-  free(sum);
-  free(mean);
+  for (size_t m = 0; m < w; m++) scale[m] = (float)sqrt(sq[m] / (double)(j->valid - 1)) + 1e-5f;
+  for (size_t t = 0; t < j->valid; t++)
+    for (size_t m = 0; m < w; m++) dst[t * M + m] = (src[t * M + m] - mean[m]) / scale[m];
+}
+
+int mel_normalize_into(float *dst, const float *src, size_t valid, int n_mels) {
+  if (n_mels < 1) return err_set(STENO_ERR_INVALID, "normalizing %d features", n_mels);
+  norm_job j = {dst, src, valid, n_mels};
+  pool_run_lent((n_mels + NORM_GROUP - 1) / NORM_GROUP, norm_group, &j);
   return 0;
 }
 
