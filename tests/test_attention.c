@@ -358,19 +358,24 @@ int main(void) {
   gpu_device *d = test_device();
   scratch_sizes();
   static const gpu_fast_kernel kinds[] = {GPU_FAST_ATTENTION, GPU_FAST_ATTENTION_TC,
-                                          GPU_FAST_ATTENTION_MM};
-  bool passed[3];
-  for (int i = 0; i < 3; i++) passed[i] = d->fast[kinds[i]];
+                                          GPU_FAST_ATTENTION_MM, GPU_FAST_ATTENTION_CPU};
+  bool passed[4];
+  for (int i = 0; i < 4; i++) passed[i] = d->fast[kinds[i]];
+  /* Subgroup arithmetic is all the CPU devices' scores need: where offered, a failed probe is our bug. */
+  if (gpu_fast_offered(d, GPU_FAST_ATTENTION_CPU))
+    CHECK(passed[3], "attention_scores_cpu failed its probe");
   static const char *paths[] = {"portable", "flash", "flash on the tensor cores",
                                 "scores and values on the tensor cores",
-                                "flash_mm on the tensor cores (the two products above 64)"};
-  for (int path = 0; path < 5; path++) {
-    int kind = path == 4 ? 2 : path - 1; /* path 4: the tensor-core attention with flash_mm */
+                                "flash_mm on the tensor cores (the two products above 64)",
+                                "the portable path with the CPU devices' scores"};
+  for (int path = 0; path < 6; path++) {
+    /* path 4: the tensor-core attention with flash_mm; 5: attention_scores_cpu */
+    int kind = path == 4 ? 2 : path == 5 ? 3 : path - 1;
     if (path && !passed[kind]) continue;
     gpu_set_fast(d, path > 0);
-    for (int i = 0; i < 3; i++) d->fast[kinds[i]] = path && i == kind;
-    test_tol = path >= 3 ? MM_TOL : path == 2 ? TC_TOL : KERNEL_TOL;
-    test_mm = path >= 3;
+    for (int i = 0; i < 4; i++) d->fast[kinds[i]] = path && i == kind;
+    test_mm = path == 3 || path == 4;
+    test_tol = test_mm ? MM_TOL : path == 2 ? TC_TOL : KERNEL_TOL;
     test_flash_mm = path == 4;
     gpu_attention_mm_flash(path == 4);
     test_f16_scores = path == 2;
@@ -391,7 +396,7 @@ int main(void) {
       attentions();
     }
   }
-  for (int i = 0; i < 3; i++) d->fast[kinds[i]] = passed[i];
+  for (int i = 0; i < 4; i++) d->fast[kinds[i]] = passed[i];
   gpu_attention_mm_flash(true);
   return check_done();
 }

@@ -299,22 +299,31 @@ static void bad_arguments(void) {
 
 int main(void) {
   test_device();
-  seed_shape();
-  const uint32_t lens[] = {29, 16, 32, 3, 31};
-  batch_case(lens, 5, 32, 128, 24); /* the tiny TDT's 128 mels, 24 channels */
-  batch_case(lens + 1, 2, 32, 80, 16);
-  batch_case(lens + 2, 1, 32, 80, 8);
-  stack(100, 128, 32, 4); /* Parakeet's 128 mels, t 100 → 13 rows in 4 chunks */
-  stack(100, 80, 32, 5);  /* 80 mels */
-  stack(100, 80, 32, 13); /* one chunk of everything */
-  causal = true;          /* Nemotron's CausalConv2D: 128 mels → 17 columns */
-  stack(100, 128, 32, 4);
-  stack(121, 128, 16, 16); /* a streaming chunk: 121 mel frames → 16 rows */
-  stack(105, 128, 8, 3);   /* the first one: 105 → 14 */
-  stack(25, 80, 8, 4);
-  causal = false;
-  middle_chunk(37, 19, 7, 9, 5, 8);
-  middle_chunk(19, 6, 3, 3, 9, 1); /* the last row: its input ends in padding */
+  /* Every case in the one-channel shape, then (on a CPU device, where whole
+   * vec4s allow) in the 4-channel one. */
+  for (int vec = 0; vec < 2; vec++) {
+    gpu_subsample_vec(vec);
+    printf("depthwise: %s shape\n", vec ? "the CPU device's 4-channel" : "the one-channel");
+    seed_shape();
+    const uint32_t lens[] = {29, 16, 32, 3, 31};
+    batch_case(lens, 5, 32, 128, 24); /* the tiny TDT's 128 mels, 24 channels */
+    batch_case(lens + 1, 2, 32, 80, 16);
+    batch_case(lens + 2, 1, 32, 80, 8);
+    stack(100, 128, 32, 4); /* Parakeet's 128 mels, t 100 → 13 rows in 4 chunks */
+    stack(100, 80, 32, 5);  /* 80 mels */
+    stack(100, 80, 32, 13); /* one chunk of everything */
+    causal = true;          /* Nemotron's CausalConv2D: 128 mels → 17 columns */
+    stack(100, 128, 32, 4);
+    stack(121, 128, 16, 16); /* a streaming chunk: 121 mel frames → 16 rows */
+    stack(105, 128, 8, 3);   /* the first one: 105 → 14 */
+    stack(25, 80, 8, 4);
+    causal = false;
+    middle_chunk(37, 19, 7, 9, 5, 8);
+    middle_chunk(19, 6, 3, 3, 9, 1); /* the last row: its input ends in padding */
+    middle_chunk(37, 19, 8, 12, 5, 8); /* whole vec4s with a padded stride */
+    middle_chunk(37, 19, 8, 10, 5, 8); /* a stride of 10: one channel at a time */
+  }
+  gpu_subsample_vec(true);
   bad_arguments();
   return check_done();
 }

@@ -14,6 +14,11 @@
 
 static uint32_t tiles(uint32_t n) { return (n + TILE - 1) / TILE; }
 
+/* Queries × keys per workgroup (one subgroup) of attention_scores_cpu, and
+ * its queries in attention_values_cpu. */
+#define CPU_QUERIES 4u
+#define CPU_KEYS 8u
+
 /* Queries × keys per workgroup of attention_scores_tc: a row's partials
  * (max, sum) come one pair per MM_TILE keys. */
 #define MM_TILE 128u
@@ -315,8 +320,18 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
   /* spec: relative, batched (the lengths at the next binding), step, tile. */
   uint32_t z = batched ? a->batch * a->heads : a->heads;
   portable_shape ps = shape(rec, a, z);
-  uint32_t spec[4] = {relative, batched, ps.scores_step, ps.scores_tile};
-  gpu_kernel *k = gpu_rec_kernel(rec, "attention_scores", spec, 4);
+  /* On a CPU device the scores and the values in blocks per subgroup
+   * (attention_scores_cpu.comp, attention_values_cpu.comp), every read 4
+   * floats where all is aligned. */
+  gpu_device *d = gpu_rec_device(rec);
+  uint32_t sg = gpu_device_info(d)->subgroup_size;
+  bool cpu = gpu_fast_used(d, GPU_FAST_ATTENTION_CPU) && sg >= 4 && sg <= 64;
+  uint32_t words = a->q.offset | a->q.stride | a->k.offset | a->k.stride | hd;
+  if (relative) words |= qv.offset | qv.stride | pos.offset | pos.stride;
+  uint32_t spec[6] = {relative, batched, ps.scores_step, ps.scores_tile};
+  if (cpu) spec[2] = CPU_QUERIES, spec[3] = CPU_KEYS, spec[4] = sg, spec[5] = words % 4 == 0;
+  gpu_kernel *k = cpu ? gpu_rec_kernel(rec, "attention_scores_cpu", spec, 6)
+                      : gpu_rec_kernel(rec, "attention_scores", spec, 4);
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -327,17 +342,26 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
           a->left_chunks, a->heads};
   gpu_buffer *sb[] = {a->q.buf, a->k.buf, qv.buf, pos.buf, a->scores, batched ? a->lens : a->q.buf};
   uint32_t st = ps.scores_tile, vt = ps.values_tile;
-  gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, (t + st - 1) / st, (t + st - 1) / st, z);
+  if (cpu) gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, (t + CPU_KEYS - 1) / CPU_KEYS,
+                        (t + CPU_QUERIES - 1) / CPU_QUERIES, z);
+  else gpu_dispatch(rec, k, sb, 6, &sp, sizeof sp, (t + st - 1) / st, (t + st - 1) / st, z);
 
   gpu_attn_slice s = {a->scores, 0, t};
   softmax(rec, s, s, z * t, t, 1.0f, a->mask);
 
-  uint32_t vspec[2] = {batched, vt};
-  k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   struct {
     uint32_t t, head_dim, v_off, v_stride, o_off, o_stride, heads;
   } vp = {t, hd, a->v.offset, a->v.stride, a->o.offset, a->o.stride, a->heads};
   gpu_buffer *vb[] = {a->scores, a->v.buf, a->o.buf, batched ? a->lens : a->v.buf};
+  if (cpu) { /* attention_values_cpu: 4·sg columns × CPU_QUERIES queries a subgroup */
+    uint32_t vspec[4] = {batched, CPU_QUERIES, sg, (t | a->v.offset | a->v.stride | hd) % 4 == 0};
+    k = gpu_rec_kernel(rec, "attention_values_cpu", vspec, 4);
+    gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, (hd + 4 * sg - 1) / (4 * sg),
+                 (t + CPU_QUERIES - 1) / CPU_QUERIES, z);
+    return;
+  }
+  uint32_t vspec[2] = {batched, vt};
+  k = gpu_rec_kernel(rec, "attention_values", vspec, 2);
   gpu_dispatch(rec, k, vb, 4, &vp, sizeof vp, (hd + vt - 1) / vt, (t + vt - 1) / vt, z);
 }
 

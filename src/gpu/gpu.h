@@ -88,6 +88,8 @@ typedef enum {
                             memory (gemm_cpu.comp); where the fast GEMM does not take it */
   GPU_FAST_GEMV,         /* a decoder's one-row product: every invocation a 16-byte word of each
                             of a few rows, subgroup sums (gemv_fast.comp) */
+  GPU_FAST_ATTENTION_CPU, /* attention scores for CPU devices: a block of queries × keys per
+                             subgroup, no shared memory (attention_scores_cpu.comp) */
   GPU_FAST_KINDS
 } gpu_fast_kernel;
 

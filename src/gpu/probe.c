@@ -270,6 +270,31 @@ static void probe_gemv(gpu_rec *rec, probe_bufs *b) {
   gpu_gemv(rec, b->x, 3, &l, b->y, 64, GPU_EPI_RESIDUAL, 0.5f);
 }
 
+/* attention_scores_cpu (the portable attention's other two dispatches as
+ * they are). Check: relative attention at head size 64 (every read whole
+ * vec4s), plain attention with the mask at 48, and relative attention at 36
+ * with rows 111 floats apart (reads one at a time), t = 37, into three parts
+ * of y. Timing: as probe_attention_tc's (Parakeet's relative shape). */
+static void probe_attention_cpu(gpu_rec *rec, probe_bufs *b) {
+  uint32_t t = b->rows;
+  if (b->timing) {
+    probe_attention_tc(rec, b);
+    return;
+  }
+  gpu_attn r = {.q = {b->x, 0, 400}, .k = {b->x, 128, 400}, .v = {b->x, 256, 400},
+                .o = {b->y, 0, 64}, .qv = {b->x, 140, 400}, .pos = {b->x, 0, 64},
+                .scores = b->w, .t = t, .heads = 1, .head_dim = 64};
+  gpu_rel_attention(rec, &r);
+  gpu_attn a = {.q = {b->x, 0, 144}, .k = {b->x, 48, 144}, .v = {b->x, 96, 144},
+                .o = {b->y, t * 64, 48}, .mask = b->mask, .scores = b->w, .t = t, .heads = 1,
+                .head_dim = 48};
+  gpu_attention(rec, &a);
+  gpu_attn u = {.q = {b->x, 0, 111}, .k = {b->x, 37, 111}, .v = {b->x, 74, 111},
+                .o = {b->y, t * 112, 36}, .qv = {b->x, 1, 111}, .pos = {b->x, 3, 37},
+                .scores = b->w, .t = t, .heads = 1, .head_dim = 36};
+  gpu_rel_attention(rec, &u);
+}
+
 typedef void (*probe_op)(gpu_rec *rec, probe_bufs *b);
 
 /* Runs `op` with fast kernel k off, then on, and compares: within `tol` of
@@ -357,6 +382,7 @@ static const struct {
     [GPU_FAST_ATTENTION_MM] = {1000, 512},  /* t, 8 heads of 64 (Whisper's head size) */
     [GPU_FAST_GEMM_CPU] = {138, 1024},      /* t × k, 256 outputs */
     [GPU_FAST_GEMV] = {1280, 1280},         /* a 1280 × 1280 layer (Whisper turbo's decoder) */
+    [GPU_FAST_ATTENTION_CPU] = {138, 1024},  /* t, 8 heads of 128, relative */
 };
 
 /* flash.comp is written for lavapipe (one query per invocation, no shared
@@ -367,7 +393,8 @@ static const struct {
  * no shared memory): a GPU's shared-memory tiles are what it is not. */
 const char *gpu_fast_untimed(const gpu_device *d, gpu_fast_kernel k) {
   bool gpu = !gpu_device_is_cpu(d);
-  if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU) && gpu) return "written for CPU devices";
+  if ((k == GPU_FAST_ATTENTION || k == GPU_FAST_GEMM_CPU || k == GPU_FAST_ATTENTION_CPU) && gpu)
+    return "written for CPU devices";
   /* flash_tc rounds q and k to f16 as the tensor-core attention did before
    * its hi + lo scores: at sharp scores (test_attention's, scale 3) ~6e-3
    * off on the H200, where it was never timed faster anyway. */
@@ -488,6 +515,9 @@ static const struct {
     [GPU_FAST_GEMM_CPU] = {"GEMM for CPU devices (subgroups)", probe_gemm_cpu, SG_ARITHMETIC, false,
                            1e-5f},
     [GPU_FAST_GEMV] = {"gemv (subgroups)", probe_gemv, SG_ARITHMETIC, false, 1e-5f},
+    /* Its sums in another order: ~1e-6 of the largest output. */
+    [GPU_FAST_ATTENTION_CPU] = {"attention scores for CPU devices (subgroups)", probe_attention_cpu,
+                                SG_ARITHMETIC, false, 1e-5f},
 };
 
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }

@@ -43,6 +43,17 @@ static bool batch_ok(gpu_rec *rec, const char *op, const gpu_subsample_batch *bt
 
 static uint32_t groups(uint64_t n, uint32_t size) { return (uint32_t)((n + size - 1) / size); }
 
+/* depthwise.comp's VEC shape (4 channels an invocation, vec4 reads) on a CPU
+ * device, where every buffer read costs a loop over the lanes; its layouts
+ * must be whole vec4s. gpu_subsample_vec turns it off for tests. */
+static bool vec_allowed = true;
+void gpu_subsample_vec(bool on) { vec_allowed = on; }
+
+static bool use_vec(gpu_rec *rec, uint32_t ch, uint32_t x_stride, const gpu_subsample_batch *bt) {
+  return vec_allowed && gpu_device_is_cpu(gpu_rec_device(rec)) && ch % 4 == 0 && x_stride % 4 == 0 &&
+         (!bt || (bt->x_clip % 4 == 0 && bt->y_clip % 4 == 0));
+}
+
 /* The plain depthwise conv; causal: NeMo's CausalConv2D padding (2 before, 1 after);
  * bt: several clips (non-causal, t0 = 0), or NULL. */
 static void depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *w, gpu_buffer *b,
@@ -67,11 +78,12 @@ static void depthwise(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer
       !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
       !holds(rec, op, "y", y, (n - 1) * (uint64_t)yc + (uint64_t)(t0 + rows) * fo * ch))
     return;
-  uint32_t spec[3] = {0, causal, bt != NULL};
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, bt ? 3 : 2);
+  bool vec = use_vec(rec, ch, x_stride, bt);
+  uint32_t spec[4] = {0, causal, bt != NULL, vec};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 4);
   uint32_t push[8] = {t, f, ch, x_stride, t0, rows, xc, yc};
   gpu_buffer *bufs[] = {x, w, b, y, w, b, bt ? bt->lens : w};
-  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch / (vec ? 4 : 1), DW_GROUP),
                rows < MAX_GROUPS ? rows : MAX_GROUPS, n);
 }
 
@@ -106,11 +118,12 @@ static void first_depthwise(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gpu_b
       !holds(rec, op, "w", w, 9 * (uint64_t)ch) || !holds(rec, op, "b", b, ch) ||
       !holds(rec, op, "y", y, (n - 1) * (uint64_t)yc + (uint64_t)rows * fo * ch))
     return;
-  uint32_t spec[3] = {1, causal, bt != NULL};
-  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, bt ? 3 : 2);
+  bool vec = use_vec(rec, ch, ch, bt);
+  uint32_t spec[4] = {1, causal, bt != NULL, vec};
+  gpu_kernel *k = gpu_rec_kernel(rec, "depthwise", spec, 4);
   uint32_t push[8] = {t, f, ch, ch, t0, rows, xc, yc};
   gpu_buffer *bufs[] = {mel, w, b, y, w0, b0, bt ? bt->lens : w};
-  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch, DW_GROUP),
+  gpu_dispatch(rec, k, bufs, 7, push, sizeof push, groups((uint64_t)fo * ch / (vec ? 4 : 1), DW_GROUP),
                rows < MAX_GROUPS ? rows : MAX_GROUPS, n);
 }
 

@@ -65,6 +65,11 @@ void gpu_first_depthwise_batch(gpu_rec *rec, gpu_buffer *mel, gpu_buffer *w0, gp
                                uint32_t f, uint32_t ch, uint32_t rows,
                                const gpu_subsample_batch *bt);
 
+/* Whether the depthwise convs may take their CPU-device shape (4 channels an
+ * invocation, vec4 reads; on by default, used on CPU devices only): off runs
+ * the one-channel shape there too, for tests. */
+void gpu_subsample_vec(bool on);
+
 /* x [t][f][ch] (pixel stride x_stride ≥ ch) → y [t][ch·f], channel-major: y[r][c·f + j] =
  * x[r][j][c], as NeMo's x.transpose(1, 2).reshape(b, t, c·f). */
 void gpu_flatten(gpu_rec *rec, gpu_buffer *x, uint32_t x_stride, gpu_buffer *y, uint32_t t,
