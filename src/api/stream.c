@@ -212,7 +212,12 @@ int steno_stream_feed(steno_stream *s, const float *pcm, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!(pcm[i] >= -1e4f && pcm[i] <= 1e4f))
       return err_set(STENO_ERR_INVALID, "steno_stream_feed: sample %zu is %g", i, pcm[i]);
-  if (s->native) return s->session->m->fam->stream_feed(s->session->impl, pcm, n);
+  if (s->native) { /* its features on the session's workers, as a whole call's */
+    api_call call = api_call_begin(s->session);
+    int st = s->session->m->fam->stream_feed(s->session->impl, pcm, n);
+    api_call_end(call);
+    return st;
+  }
   if (s->n + n > s->cap) {
     size_t cap = s->cap ? s->cap : RATE * 8;
     while (cap < s->n + n) cap *= 2;
@@ -245,7 +250,12 @@ int steno_stream_text(steno_stream *s, const char **firm, const char **tentative
 int steno_stream_finish(steno_stream *s, steno_result **out) {
   if (!s || !out) return err_set(STENO_ERR_INVALID, "steno_stream_finish: NULL argument");
   *out = NULL;
-  if (s->native) return s->session->m->fam->stream_finish(s->session->impl, out);
+  if (s->native) {
+    api_call call = api_call_begin(s->session);
+    int st = s->session->m->fam->stream_finish(s->session->impl, out);
+    api_call_end(call);
+    return st;
+  }
   static const float none = 0;
   steno_transcribe_params tp = run_params(s);
   return steno_session_transcribe(s->session, s->pcm ? s->pcm : &none, s->n, &tp, out);
