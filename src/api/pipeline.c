@@ -169,7 +169,10 @@ static int check_diarizer(const steno_model *m, const steno_transcribe_params *p
 static int diarize(steno_session *s, const float *pcm, size_t n, const steno_transcribe_params *p,
                    steno_result **out) {
   TRY(check_finite(pcm, n, 0));
-  TRY(s->m->fam->transcribe(s->impl, pcm, n, p, out));
+  api_call call = api_call_begin(s); /* its features on its session's workers */
+  int st = s->m->fam->transcribe(s->impl, pcm, n, p, out);
+  api_call_end(call);
+  if (st) return st;
   if (p->progress) p->progress(1.0f, p->progress_user);
   return 0;
 }
