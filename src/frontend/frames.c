@@ -42,15 +42,11 @@ int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
    * pool lent on this thread where there is one (a session's, kept across
    * calls), else one started for this call; a pool that could not start its
    * threads runs them all here. */
-  pool *p = pool_borrow();
-  int st = 0;
-  if (p) {
-    pool_run(p, (int)n, run_chunk, &j);
-    pool_unborrow(p);
-  } else if (!(st = pool_new((int)n - 1, &p))) {
-    pool_run(p, (int)n, run_chunk, &j);
-    pool_free(p);
-  }
+  pool *lent = pool_borrow(), *p = lent;
+  int st = p ? 0 : pool_new((int)n - 1, &p);
+  if (!st) pool_run(p, (int)n, run_chunk, &j);
+  if (lent) pool_unborrow(lent);
+  else pool_free(p);
   free(j.buf);
   return st;
 }
