@@ -59,7 +59,8 @@ fi
 
 "$steno" bench "$m" "$tmp/a.wav" -n 1 --batch 3 >"$tmp/bench" 2>"$tmp/err"
 if [ $? -eq 0 ] && grep -q "3 copies per steno_transcribe_batch call" "$tmp/bench" &&
-   grep -q "texts all equal" "$tmp/bench" && grep -q "realtime" "$tmp/bench"; then
+   grep -q "texts all equal" "$tmp/bench" && grep -q "realtime" "$tmp/bench" &&
+   grep -q "^stages .*decoder [0-9.]* ms, outside them -\?[0-9.]* ms" "$tmp/bench"; then
   ok
 else
   bad "bench --batch: $(cat "$tmp/err" "$tmp/bench")"
