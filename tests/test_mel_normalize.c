@@ -46,7 +46,8 @@ static void one(size_t rows, size_t valid, int mels, uint32_t seed) {
   float *alone = malloc(n * sizeof *alone);
   memcpy(alone, src, n * sizeof *src);
   CHECK_OK(mel_normalize(alone, valid, mels));
-  CHECK(!memcmp(alone, want, n * sizeof *alone), "%zu rows, %d mels: differs from the plain loops", valid, mels);
+  CHECK(!memcmp(alone, want, n * sizeof *alone), "%zu rows, %d mels: differs from the plain loops",
+        valid, mels);
   free(alone);
   pool *before = pool_lend(workers);
   for (size_t i = 0; i < n; i++) dst[i] = 1234.5f; /* a sentinel past the valid rows */

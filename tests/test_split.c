@@ -196,7 +196,8 @@ static bool quiet(const float *x, size_t n) {
   pool *before = pool_lend(lent);
   bool q2 = split_quiet(x, n, band, scratch);
   pool_lend(before);
-  CHECK(q == q2, "the gate says %s alone, %s with workers", q ? "quiet" : "not quiet", q2 ? "quiet" : "not quiet");
+  CHECK(q == q2, "the gate says %s alone, %s with workers", q ? "quiet" : "not quiet",
+        q2 ? "quiet" : "not quiet");
   free(band);
   free(scratch);
   return q;
@@ -267,7 +268,8 @@ static void test_band_chunks(void) {
       }
       for (size_t f = 0; f < n / 160; f++) worst_e = fmax(worst_e, fabs(e[f] - we[f]));
       CHECK(worst <= 1e-15 * peak && worst_e <= 1e-15 * peak_e && differ <= n / 1000,
-            "case %d%s: band off one pass by %g of its peak (frame energies %g), %zu of %zu samples' bits differ",
+            "case %d%s: band off one pass by %g of its peak (frame energies %g), "
+            "%zu of %zu samples' bits differ",
             c, w ? " (workers)" : "", worst / peak, worst_e / peak_e, differ, n);
     }
   }

@@ -116,15 +116,17 @@ static inline float biquad_step(biquad *q, float x) {
  * start from rest BAND_WARM samples before it (the first chunk at the start,
  * as one pass over the whole piece does), and their response to that start
  * has died away by the chunk: the slower filter's poles have radius 0.959, so
- * it is down to 0.959^1024 ≈ 3e-19 of the signal, below a double's
- * resolution. So the chunks give what one pass gives (tests/test_split.c
- * compares them bit for bit), whatever the number of threads. */
+ * it is down to 0.959^1024 ≈ 3e-19 of the signal before it. So the chunks
+ * give what one pass gives, whatever the number of threads: the same bits but
+ * for a float's last bit in near-silence right after loud sound, where 3e-19
+ * of it still shows (tests/test_split.c). */
 enum { BAND_CHUNK = 100 * SPLIT_FRAME /* 1 s */, BAND_WARM = 1024 };
 
 static void band_chunk(const float *pcm, size_t n, size_t chunk, float *band, double *e) {
   biquad hp = biquad_new(150, true), lp = biquad_new(1000, false);
   size_t lo = chunk * BAND_CHUNK, hi = lo + BAND_CHUNK < n ? lo + BAND_CHUNK : n;
-  for (size_t i = lo > BAND_WARM ? lo - BAND_WARM : 0; i < lo; i++) biquad_step(&lp, biquad_step(&hp, pcm[i]));
+  for (size_t i = lo > BAND_WARM ? lo - BAND_WARM : 0; i < lo; i++)
+    biquad_step(&lp, biquad_step(&hp, pcm[i]));
   size_t i = lo;
   for (size_t f = lo / SPLIT_FRAME; f < hi / SPLIT_FRAME; f++) {
     double sum = 0;
@@ -267,7 +269,7 @@ int split_next(splitter *s, const float **pcm, size_t *n, size_t *offset, bool *
   } else {
     memmove(s->buf, s->buf + s->used, (s->have - s->used) * sizeof *s->buf);
     s->have -= s->used;
-    s->used = 0;
+    s->used = 0; /* what a failed fill leaves: the next call moves nothing */
     TRY(fill(s));
     at = s->buf;
   }
