@@ -36,7 +36,10 @@
  *     (steno_model_free refuses, with an error logged, while any is open);
  *   - results, audio streams and params belong to the caller: share them
  *     between threads only with the caller's own locking;
- *   - steno_last_error is per thread; steno_set_log is global (set it first).
+ *   - steno_last_error is per thread; steno_set_log is global (set it first);
+ *   - models and sessions do not cross fork(): a child gets neither the GPU
+ *     device nor the worker threads, so load models in the process that uses
+ *     them (Python: multiprocessing's "spawn", or load in each worker).
  * Different models are independent of each other. */
 #ifndef STENO_H
 #define STENO_H
