@@ -222,16 +222,13 @@ static void gate_voicing(void *ctx, int chunk) {
   }
 }
 
-/* Runs fn over the chunks on the pool lent to this thread, or here in order. */
-static void gate_run(gate_job *g, pool_fn fn) {
-  pool_run_lent((int)((g->n + BAND_CHUNK - 1) / BAND_CHUNK), fn, g);
-}
-
 bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
   size_t nf = n / SPLIT_FRAME;
   if (nf == 0) return true;
   gate_job g = {.pcm = pcm, .n = n, .nf = nf, .band = band, .e = e};
-  gate_run(&g, gate_band);
+  /* The chunks run on the pool lent to this thread, or here in order. */
+  int chunks = (int)((n + BAND_CHUNK - 1) / BAND_CHUNK);
+  pool_run_lent(chunks, gate_band, &g);
   size_t w = nf < WINDOW ? nf : WINDOW;
   double sum = 0, loudest = 0;
   for (size_t f = 0; f < nf; f++) {
@@ -242,7 +239,7 @@ bool split_quiet(const float *pcm, size_t n, float *band, double *e) {
   double floor = noise_floor(e, nf);
   g.above = 10 * (floor > 1e-8 ? floor : 1e-8); /* 10 dB, ≥ −70 dBFS */
   atomic_init(&g.voiced, 0);
-  gate_run(&g, gate_voicing);
+  pool_run_lent(chunks, gate_voicing, &g);
   return atomic_load(&g.voiced) < VOICED_MIN;
 }
 
