@@ -1,0 +1,237 @@
+#!/bin/sh
+# Writes bench/cm2_gemm.c's kernel as SPIR-V assembly and assembles it with
+# spirv-as (Debian's spirv-tools): C = A·Bᵀ through VK_NV_cooperative_matrix2,
+# A (m × k) and B (n × k) f16 row-major, C (m × n) f32 row-major. Each
+# workgroup makes one BM × BN tile of C with workgroup-scope matrices, loading
+# A's and B's BM × BK and BN × BK slices by tensor addressing (B through a
+# transposing view) every BK of k; out-of-bounds loads read 0 and
+# out-of-bounds stores are dropped, so any m, n and k work. Spec constants:
+# 0 the workgroup's invocations, 1 BM, 2 BN, 3 BK. Push constants: m, n, k.
+#
+# Debian 12's glslang knows neither GL_KHR_cooperative_matrix nor
+# GL_NV_cooperative_matrix2, and its spirv-as neither's instructions by name:
+# those are written here as raw words (`!N`), their opcodes and operands from
+# the SPIR-V grammar (SPV_KHR_cooperative_matrix, SPV_NV_cooperative_matrix2,
+# SPV_NV_tensor_addressing), so spirv-val cannot check them; the run checks
+# the products against the CPU. Ids are numeric (--preserve-numeric-ids) so
+# that raw words can name them.
+#   bench/cm2_asm.sh OUT.spv [UNROLL] [CLAMP]
+# UNROLL: how many BK steps one trip of the loop makes (any k still: the
+# steps past k load zeros). CLAMP 1 (the default): out-of-bounds loads read 0;
+# 0: no bounds (the driver's clamp mode Undefined), right only where m, n and
+# k are multiples of the tile (BM, BN, BK × UNROLL).
+set -e
+out=${1:?usage: cm2_asm.sh OUT.spv [UNROLL]}
+unroll=${2:-1}
+clamp=${3:-1}
+asm=$(mktemp)
+trap 'rm -f "$asm"' EXIT
+
+# raw OPCODE WORD...: one instruction as raw words (the first word holds the
+# word count and the opcode).
+raw() {
+  op=$1
+  shift
+  printf '!0x%08x' $((($# + 1) << 16 | op))
+  for w in "$@"; do printf ' !%s' "$w"; done
+  printf '\n'
+}
+
+{
+  cat <<'EOF'
+OpCapability Shader
+OpCapability Float16
+OpCapability StorageBuffer16BitAccess
+OpCapability VulkanMemoryModel
+EOF
+  raw 17 6022 # OpCapability CooperativeMatrixKHR
+  raw 17 5433 # OpCapability CooperativeMatrixTensorAddressingNV
+  raw 17 5439 # OpCapability TensorAddressingNV
+  cat <<'EOF'
+OpExtension "SPV_KHR_cooperative_matrix"
+OpExtension "SPV_NV_cooperative_matrix2"
+OpExtension "SPV_NV_tensor_addressing"
+OpMemoryModel Logical Vulkan
+OpEntryPoint GLCompute %4 "main" %13 %41 %57 %85 %115
+OpExecutionModeId %4 LocalSizeId %7 %8 %8
+OpDecorate %7 SpecId 0
+OpDecorate %13 BuiltIn WorkgroupId
+OpDecorate %17 SpecId 1
+OpDecorate %23 SpecId 2
+OpDecorate %50 SpecId 3
+OpMemberDecorate %39 0 Offset 0
+OpMemberDecorate %39 1 Offset 4
+OpMemberDecorate %39 2 Offset 8
+OpDecorate %39 Block
+OpDecorate %54 ArrayStride 2
+OpMemberDecorate %55 0 NonWritable
+OpMemberDecorate %55 0 Offset 0
+OpDecorate %55 Block
+OpDecorate %57 DescriptorSet 0
+OpDecorate %57 Binding 0
+OpDecorate %82 ArrayStride 2
+OpMemberDecorate %83 0 NonWritable
+OpMemberDecorate %83 0 Offset 0
+OpDecorate %83 Block
+OpDecorate %85 DescriptorSet 0
+OpDecorate %85 Binding 1
+OpDecorate %112 ArrayStride 4
+OpMemberDecorate %113 0 NonReadable
+OpMemberDecorate %113 0 Offset 0
+OpDecorate %113 Block
+OpDecorate %115 DescriptorSet 0
+OpDecorate %115 Binding 2
+%2 = OpTypeVoid
+%3 = OpTypeFunction %2
+%6 = OpTypeInt 32 0
+%7 = OpSpecConstant %6 256
+%8 = OpConstant %6 1
+%11 = OpTypeVector %6 3
+%12 = OpTypePointer Input %11
+%13 = OpVariable %12 Input
+%14 = OpTypePointer Input %6
+%17 = OpSpecConstant %6 128
+%20 = OpConstant %6 0
+%23 = OpSpecConstant %6 128
+%25 = OpTypeFloat 32
+%30 = OpConstant %25 0
+%39 = OpTypeStruct %6 %6 %6
+%40 = OpTypePointer PushConstant %39
+%41 = OpVariable %40 PushConstant
+%42 = OpTypeInt 32 1
+%43 = OpConstant %42 2
+%44 = OpTypePointer PushConstant %6
+%47 = OpTypeBool
+%49 = OpTypeFloat 16
+%50 = OpSpecConstant %6 32
+%54 = OpTypeRuntimeArray %49
+%55 = OpTypeStruct %54
+%56 = OpTypePointer StorageBuffer %55
+%57 = OpVariable %56 StorageBuffer
+%58 = OpConstant %42 0
+%65 = OpTypePointer StorageBuffer %49
+%75 = OpConstantFalse %47
+%82 = OpTypeRuntimeArray %49
+%83 = OpTypeStruct %82
+%84 = OpTypePointer StorageBuffer %83
+%85 = OpVariable %84 StorageBuffer
+%112 = OpTypeRuntimeArray %25
+%113 = OpTypeStruct %112
+%114 = OpTypePointer StorageBuffer %113
+%115 = OpVariable %114 StorageBuffer
+%117 = OpConstant %42 1
+%123 = OpTypePointer StorageBuffer %25
+%300 = OpConstant %6 2
+%302 = OpConstant %6 1
+%303 = OpConstant %6 2
+EOF
+  echo "%305 = OpConstant %6 $unroll"
+  echo "%304 = OpSpecConstantOp %6 IMul %50 %305"
+  # scope Workgroup (2); uses A 0 (%20), B 1 (%302), accumulator 2 (%303)
+  raw 4456 310 49 300 17 50 20  # %310 A: BM × BK f16
+  raw 4456 311 49 300 50 23 302 # %311 B: BK × BN f16
+  raw 4456 312 25 300 17 23 303 # %312 accumulator: BM × BN f32
+  echo "%313 = OpConstantComposite %312 %30"
+  echo "%314 = OpUndef %310"
+  echo "%315 = OpUndef %311"
+  # tensor layouts of 2 dimensions (%300 = 2), clamp mode Constant (1, %302)
+  # or Undefined (0, %20)
+  if [ "$clamp" = 1 ]; then raw 5370 320 300 302; else raw 5370 320 300 20; fi
+  # the transposing view: 2 dimensions, no dimensions of its own, order 1 0
+  raw 5371 325 300 75 302 20
+  # (a raw instruction must not follow one whose operands are variadic or
+  # optional, such as OpAccessChain or OpLoad: spirv-as would take its words
+  # as more operands of that one; hence the OpCopyObject below)
+  cat <<'EOF'
+%4 = OpFunction %2 None %3
+%5 = OpLabel
+%15 = OpAccessChain %14 %13 %8
+%16 = OpLoad %6 %15
+%18 = OpIMul %6 %16 %17
+%21 = OpAccessChain %14 %13 %20
+%22 = OpLoad %6 %21
+%24 = OpIMul %6 %22 %23
+%400 = OpAccessChain %44 %41 %58
+%401 = OpLoad %6 %400
+%402 = OpAccessChain %44 %41 %117
+%403 = OpLoad %6 %402
+%404 = OpAccessChain %44 %41 %43
+%405 = OpLoad %6 %404
+%420 = OpAccessChain %65 %57 %58 %20
+%421 = OpAccessChain %65 %85 %58 %20
+%422 = OpAccessChain %123 %115 %58 %20
+%409 = OpCopyObject %6 %405
+EOF
+  raw 5372 320 410                 # A's layout
+  raw 5373 320 411 410 401 405     #   m × k
+  raw 5374 320 406 411 405 302     #   strides k, 1
+  raw 5372 320 412                 # B's layout
+  raw 5373 320 413 412 403 405     #   n × k
+  raw 5374 320 407 413 405 302     #   strides k, 1
+  raw 5372 320 414                 # C's layout
+  raw 5373 320 415 414 401 403     #   m × n
+  raw 5374 320 408 415 403 302     #   strides n, 1
+  raw 5377 325 416                 # the transposing view
+  cat <<'EOF'
+OpBranch %33
+%33 = OpLabel
+%430 = OpPhi %6 %20 %5 %440 %36
+%431 = OpPhi %312 %313 %5 %439 %36
+OpLoopMerge %35 %36 None
+OpBranch %37
+%37 = OpLabel
+%432 = OpULessThan %47 %430 %405
+OpBranchConditional %432 %34 %35
+%34 = OpLabel
+EOF
+  # UNROLL steps of BK: step s reads k0 + s·BK (ids 1000 + 10 s …)
+  acc=431
+  s=0
+  while [ "$s" -lt "$unroll" ]; do
+    b=$((1000 + 10 * s))
+    if [ "$s" -eq 0 ]; then
+      kk=430
+    else
+      kk=$((b + 8))
+      echo "%$((b + 9)) = OpIMul %6 %50 %$((b + 7))"
+      echo "%$kk = OpIAdd %6 %430 %$((b + 9))"
+    fi
+    raw 5375 320 $((b + 1)) 406 18 17 $kk 50            # A's slice: rows row0 + BM, columns k + BK
+    raw 5367 310 $((b + 2)) 420 314 $((b + 1)) 0 0     # load A
+    raw 5375 320 $((b + 3)) 407 24 23 $kk 50            # B's slice: rows col0 + BN, columns k + BK
+    raw 5367 311 $((b + 4)) 421 315 $((b + 3)) 0 1 416 # load B through the view
+    raw 4459 312 $((b + 5)) $((b + 2)) $((b + 4)) $acc  # accumulate
+    acc=$((b + 5))
+    s=$((s + 1))
+  done
+  cat <<EOF
+%439 = OpCopyObject %312 %$acc
+OpBranch %36
+%36 = OpLabel
+%440 = OpIAdd %6 %430 %304
+OpBranch %33
+%35 = OpLabel
+EOF
+  raw 5375 320 450 408 18 17 24 23 # C's slice: rows row0 + BM, columns col0 + BN
+  raw 5368 422 431 450 0 0         # store C
+  cat <<'EOF'
+OpReturn
+OpFunctionEnd
+EOF
+} >"$asm"
+# for s ≥ 1 the step's offset s·BK: constants made here
+if [ "$unroll" -gt 1 ]; then
+  s=1
+  consts=
+  while [ "$s" -lt "$unroll" ]; do
+    consts="$consts%$((1007 + 10 * s)) = OpConstant %6 $s\n"
+    s=$((s + 1))
+  done
+  # insert the constants before the function
+  awk -v c="$consts" '/^%4 = OpFunction/ { printf "%s", c } { print }' "$asm" | sed 's/\\n/\n/g' >"$asm.2"
+  mv "$asm.2" "$asm"
+fi
+# An id no instruction uses, above every raw one: spirv-as sets the module's
+# id bound from the ids it knows.
+sed -i '/^%4 = OpFunction/i %1999 = OpConstant %6 1999' "$asm"
+spirv-as --preserve-numeric-ids --target-env spv1.6 "$asm" -o "$out"
