@@ -5,8 +5,11 @@
 # workgroup makes one BM × BN tile of C with workgroup-scope matrices, loading
 # A's and B's BM × BK and BN × BK slices by tensor addressing (B through a
 # transposing view) every BK of k; out-of-bounds loads read 0 and
-# out-of-bounds stores are dropped, so any m, n and k work. Spec constants:
-# 0 the workgroup's invocations, 1 BM, 2 BN, 3 BK. Push constants: m, n, k.
+# out-of-bounds stores are dropped, so any m, n and k work. Split k: the
+# workgroups of z take k from z·kc to (z + 1)·kc and write their partial sums
+# to C + z·m·n (as gemm_tc writes its pieces for gemm_reduce). Spec
+# constants: 0 the workgroup's invocations, 1 BM, 2 BN, 3 BK. Push constants:
+# m, n, k, kc.
 #
 # Debian 12's glslang knows neither GL_KHR_cooperative_matrix nor
 # GL_NV_cooperative_matrix2, and its spirv-as neither's instructions by name:
@@ -62,6 +65,7 @@ OpDecorate %50 SpecId 3
 OpMemberDecorate %39 0 Offset 0
 OpMemberDecorate %39 1 Offset 4
 OpMemberDecorate %39 2 Offset 8
+OpMemberDecorate %39 3 Offset 12
 OpDecorate %39 Block
 OpDecorate %54 ArrayStride 2
 OpMemberDecorate %55 0 NonWritable
@@ -95,7 +99,7 @@ OpDecorate %115 Binding 2
 %23 = OpSpecConstant %6 128
 %25 = OpTypeFloat 32
 %30 = OpConstant %25 0
-%39 = OpTypeStruct %6 %6 %6
+%39 = OpTypeStruct %6 %6 %6 %6
 %40 = OpTypePointer PushConstant %39
 %41 = OpVariable %40 PushConstant
 %42 = OpTypeInt 32 1
@@ -120,6 +124,7 @@ OpDecorate %115 Binding 2
 %114 = OpTypePointer StorageBuffer %113
 %115 = OpVariable %114 StorageBuffer
 %117 = OpConstant %42 1
+%118 = OpConstant %42 3
 %123 = OpTypePointer StorageBuffer %25
 %300 = OpConstant %6 2
 %302 = OpConstant %6 1
@@ -157,16 +162,26 @@ EOF
 %403 = OpLoad %6 %402
 %404 = OpAccessChain %44 %41 %43
 %405 = OpLoad %6 %404
+%458 = OpAccessChain %44 %41 %118
+%460 = OpLoad %6 %458
+%461 = OpAccessChain %14 %13 %300
+%462 = OpLoad %6 %461
+%463 = OpIMul %6 %462 %460
+%464 = OpIAdd %6 %463 %460
+%468 = OpULessThan %47 %464 %405
+%465 = OpSelect %6 %468 %464 %405
+%466 = OpIMul %6 %462 %401
+%467 = OpIMul %6 %466 %403
 %420 = OpAccessChain %65 %57 %58 %20
 %421 = OpAccessChain %65 %85 %58 %20
-%422 = OpAccessChain %123 %115 %58 %20
+%422 = OpAccessChain %123 %115 %58 %467
 %409 = OpCopyObject %6 %405
 EOF
   raw 5372 320 410                 # A's layout
-  raw 5373 320 411 410 401 405     #   m × k
+  raw 5373 320 411 410 401 465     #   m × this piece's end of k
   raw 5374 320 406 411 405 302     #   strides k, 1
   raw 5372 320 412                 # B's layout
-  raw 5373 320 413 412 403 405     #   n × k
+  raw 5373 320 413 412 403 465     #   n × the same
   raw 5374 320 407 413 405 302     #   strides k, 1
   raw 5372 320 414                 # C's layout
   raw 5373 320 415 414 401 403     #   m × n
@@ -175,12 +190,12 @@ EOF
   cat <<'EOF'
 OpBranch %33
 %33 = OpLabel
-%430 = OpPhi %6 %20 %5 %440 %36
+%430 = OpPhi %6 %463 %5 %440 %36
 %431 = OpPhi %312 %313 %5 %439 %36
 OpLoopMerge %35 %36 None
 OpBranch %37
 %37 = OpLabel
-%432 = OpULessThan %47 %430 %405
+%432 = OpULessThan %47 %430 %465
 OpBranchConditional %432 %34 %35
 %34 = OpLabel
 EOF

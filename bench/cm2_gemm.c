@@ -6,11 +6,14 @@
  *
  *   cm2_gemm query                  what the device offers (extensions,
  *                                   features, workgroup-scope sizes)
- *   cm2_gemm run KERNEL.spv BM BN BK THREADS [M N K ...]
- *                                   C = A·Bᵀ (A m×k, B n×k, f16; C f32): checks
+ *   cm2_gemm run KERNEL.spv BM BN BK THREADS MxNxK[/S]...
+ *                                   C = A·Bᵀ (A m×k, B n×k, f16; C f32), k cut
+ *                                   into S pieces (partial sums side by side,
+ *                                   added here as gemm_reduce would): checks
  *                                   sampled outputs against doubles on the CPU,
- *                                   then times it (µs a call, TFLOP/s), warmed
- *                                   200 ms first, best of 3 submissions.
+ *                                   then times the kernel alone (µs a call,
+ *                                   TFLOP/s), warmed 200 ms first, best of 3
+ *                                   submissions.
  * Only this program enables the features; nothing here reaches libsteno. */
 #include <math.h>
 #include <stdint.h>
@@ -306,7 +309,7 @@ static float rand_unit(void) {
 }
 
 typedef struct {
-  uint32_t m, n, k;
+  uint32_t m, n, k, kc;
 } push;
 
 static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t threads, int argc, char **argv) {
@@ -389,14 +392,20 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
   VK(vkCreateFence(dev, &fci, NULL, &fence));
 
   int failed = 0;
-  for (int s = 0; s + 2 < argc; s += 3) {
-    push p = {(uint32_t)atoi(argv[s]), (uint32_t)atoi(argv[s + 1]), (uint32_t)atoi(argv[s + 2])};
+  for (int s = 0; s < argc; s++) {
+    push p = {0};
+    uint32_t splits = 1;
+    if (sscanf(argv[s], "%ux%ux%u/%u", &p.m, &p.n, &p.k, &splits) < 3 || !p.m || !p.n || !p.k || !splits)
+      return fprintf(stderr, "cm2_gemm: bad shape %s (MxNxK[/S])\n", argv[s]), 2;
+    p.kc = (p.k + splits - 1) / splits;
+    p.kc = (p.kc + bk - 1) / bk * bk;
+    splits = (p.k + p.kc - 1) / p.kc;
     buffer a = make_buffer((VkDeviceSize)p.m * p.k * 2), b = make_buffer((VkDeviceSize)p.n * p.k * 2),
-           c = make_buffer((VkDeviceSize)p.m * p.n * 4);
+           c = make_buffer((VkDeviceSize)splits * p.m * p.n * 4);
     uint16_t *ah = a.map, *bh = b.map;
     for (size_t i = 0; i < (size_t)p.m * p.k; i++) ah[i] = to_half(rand_unit());
     for (size_t i = 0; i < (size_t)p.n * p.k; i++) bh[i] = to_half(rand_unit());
-    memset(c.map, 0xff, (size_t)p.m * p.n * 4); /* NaN: an unwritten output shows */
+    memset(c.map, 0xff, (size_t)splits * p.m * p.n * 4); /* NaN: an unwritten output shows */
     VkDescriptorSet set;
     VK(vkResetDescriptorPool(dev, dp, 0));
     VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
@@ -429,7 +438,7 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
       vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &set, 0, NULL);
       vkCmdPushConstants(cb, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof p, &p);
       for (int r = 0; r < count; r++) {
-        vkCmdDispatch(cb, gx, gy, 1);
+        vkCmdDispatch(cb, gx, gy, splits);
         VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
@@ -460,18 +469,20 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
             double v = (double)from_half(ah[(size_t)i * p.k + x]) * from_half(bh[(size_t)j * p.k + x]);
             ref += v, mag += fabs(v);
           }
-          double err = fabs(ch[(size_t)i * p.n + j] - ref) / (mag + 1e-30);
+          double got = 0;
+          for (uint32_t z = 0; z < splits; z++) got += ch[((size_t)z * p.m + i) * p.n + j];
+          double err = fabs(got - ref) / (mag + 1e-30);
           if (!(err <= 1e-5)) bad++;
           if (err > worst || err != err) worst = err;
         }
-        printf("  %ux%ux%u: %s (worst relative error %.2e, %d of 4096 samples off)\n", p.m, p.n, p.k,
-               bad ? "WRONG" : "correct", worst, bad);
+        printf("  %ux%ux%u/%u: %s (worst relative error %.2e, %d of 4096 samples off)\n", p.m, p.n, p.k,
+               splits, bad ? "WRONG" : "correct", worst, bad);
         failed |= bad != 0;
       }
     }
     double us = best / reps * 1e3;
-    printf("  %ux%ux%u: %.2f us a call (%d a submission), %.1f TFLOP/s, grid %ux%u\n", p.m, p.n, p.k, us, reps,
-           flop / us * 1e-6, gx, gy);
+    printf("  %ux%ux%u/%u: %.2f us a call (%d a submission), %.1f TFLOP/s, grid %ux%ux%u\n", p.m, p.n, p.k,
+           splits, us, reps, flop / us * 1e-6, gx, gy, splits);
     free_buffer(&a), free_buffer(&b), free_buffer(&c);
   }
   return failed;
@@ -479,7 +490,7 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cm2_gemm query | run KERNEL.spv BM BN BK THREADS [M N K ...]\n");
+    fprintf(stderr, "usage: cm2_gemm query | run KERNEL.spv BM BN BK THREADS MxNxK[/S]...\n");
     return 2;
   }
   open_instance();
@@ -490,6 +501,6 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run") && argc >= 7)
     return run(argv[2], (uint32_t)atoi(argv[3]), (uint32_t)atoi(argv[4]), (uint32_t)atoi(argv[5]),
                (uint32_t)atoi(argv[6]), argc - 7, argv + 7);
-  fprintf(stderr, "usage: cm2_gemm query | run KERNEL.spv BM BN BK THREADS [M N K ...]\n");
+  fprintf(stderr, "usage: cm2_gemm query | run KERNEL.spv BM BN BK THREADS MxNxK[/S]...\n");
   return 2;
 }
