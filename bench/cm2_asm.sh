@@ -56,8 +56,9 @@ OpExtension "SPV_NV_cooperative_matrix2"
 OpExtension "SPV_NV_tensor_addressing"
 OpMemoryModel Logical Vulkan
 OpEntryPoint GLCompute %4 "main" %13 %41 %57 %85 %115
-OpExecutionModeId %4 LocalSizeId %7 %8 %8
+OpExecutionMode %4 LocalSize 1 1 1
 OpDecorate %7 SpecId 0
+OpDecorate %9 BuiltIn WorkgroupSize
 OpDecorate %13 BuiltIn WorkgroupId
 OpDecorate %17 SpecId 1
 OpDecorate %23 SpecId 2
@@ -91,6 +92,7 @@ OpDecorate %115 Binding 2
 %7 = OpSpecConstant %6 256
 %8 = OpConstant %6 1
 %11 = OpTypeVector %6 3
+%9 = OpSpecConstantComposite %11 %7 %8 %8
 %12 = OpTypePointer Input %11
 %13 = OpVariable %12 Input
 %14 = OpTypePointer Input %6
@@ -249,4 +251,4 @@ fi
 # An id no instruction uses, above every raw one: spirv-as sets the module's
 # id bound from the ids it knows.
 sed -i '/^%4 = OpFunction/i %1999 = OpConstant %6 1999' "$asm"
-spirv-as --preserve-numeric-ids --target-env spv1.6 "$asm" -o "$out"
+spirv-as --preserve-numeric-ids --target-env spv1.5 "$asm" -o "$out"
