@@ -1,8 +1,9 @@
 /* An experiment, outside the engine: a GEMM through VK_NV_cooperative_matrix2
  * (workgroup-scope matrices loaded by tensor addressing), on its own Vulkan
  * device with those features on. Debian 12's glslang cannot compile such a
- * kernel, so bench/cm2_asm.sh writes it as SPIR-V assembly (the instructions
- * spirv-as does not know as raw words) and spirv-as assembles it.
+ * kernel, so src/gpu/kernels/gemm_cm2.sh writes it as SPIR-V assembly (the
+ * instructions spirv-as does not know as raw words) and spirv-as assembles
+ * it; this program binds it as gpu_gemm would (a 0, W 3, the pieces 5).
  *
  *   cm2_gemm query                  what the device offers (extensions,
  *                                   features, workgroup-scope sizes)
@@ -308,8 +309,10 @@ static float rand_unit(void) {
   return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
 }
 
-typedef struct {
-  uint32_t m, n, k, kc;
+typedef struct { /* gemm_tc's */
+  uint32_t m, n, k, mode;
+  float alpha;
+  uint32_t dual, lda, wk, splits, kc;
 } push;
 
 static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t threads, int argc, char **argv) {
@@ -323,14 +326,14 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
   fclose(f);
   open_device();
 
-  VkDescriptorSetLayoutBinding bind[3];
-  for (int i = 0; i < 3; i++)
+  VkDescriptorSetLayoutBinding bind[6];
+  for (int i = 0; i < 6; i++)
     bind[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                              .descriptorCount = 1,
                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
   VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                         .bindingCount = 3,
+                                         .bindingCount = 6,
                                          .pBindings = bind};
   VkDescriptorSetLayout dsl;
   VK(vkCreateDescriptorSetLayout(dev, &dli, NULL, &dsl));
@@ -347,10 +350,11 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
                                   .pCode = code};
   VkShaderModule sm;
   VK(vkCreateShaderModule(dev, &smi, NULL, &sm));
-  uint32_t spec[4] = {threads, bm, bn, bk};
-  VkSpecializationMapEntry me[4];
-  for (int i = 0; i < 4; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
-  VkSpecializationInfo si = {4, me, sizeof spec, spec};
+  /* gemm_tc's numbering: SG_M = SG_N = 1, TM = BM / 16, TN = BN / 16 */
+  uint32_t spec[8] = {1, 1, 1, bm / 16, bn / 16, threads, bk, 1};
+  VkSpecializationMapEntry me[8];
+  for (int i = 0; i < 8; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
+  VkSpecializationInfo si = {8, me, sizeof spec, spec};
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
       .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
       .requiredSubgroupSize = 32};
@@ -369,7 +373,7 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
   VK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpi, NULL, &pipe));
   printf("pipeline %ux%ux%u, %u invocations: made in %.1f ms\n", bm, bn, bk, threads, now_ms() - t0);
 
-  VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3};
+  VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 6};
   VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                     .maxSets = 1,
                                     .poolSizeCount = 1,
@@ -395,11 +399,13 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
   for (int s = 0; s < argc; s++) {
     push p = {0};
     uint32_t splits = 1;
-    if (sscanf(argv[s], "%ux%ux%u/%u", &p.m, &p.n, &p.k, &splits) < 3 || !p.m || !p.n || !p.k || !splits)
+    if (sscanf(argv[s], "%ux%ux%u/%u", &p.m, &p.n, &p.k, &splits) < 3 || !p.m || !p.n || !p.k || !splits ||
+        bm % 16 || bn % 16)
       return fprintf(stderr, "cm2_gemm: bad shape %s (MxNxK[/S])\n", argv[s]), 2;
     p.kc = (p.k + splits - 1) / splits;
     p.kc = (p.kc + bk - 1) / bk * bk;
     splits = (p.k + p.kc - 1) / p.kc;
+    p.splits = splits, p.lda = p.wk = p.k;
     buffer a = make_buffer((VkDeviceSize)p.m * p.k * 2), b = make_buffer((VkDeviceSize)p.n * p.k * 2),
            c = make_buffer((VkDeviceSize)splits * p.m * p.n * 4);
     uint16_t *ah = a.map, *bh = b.map;
@@ -413,16 +419,17 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
                                        .descriptorSetCount = 1,
                                        .pSetLayouts = &dsl};
     VK(vkAllocateDescriptorSets(dev, &dai, &set));
-    VkDescriptorBufferInfo dbi[3] = {{a.buf, 0, VK_WHOLE_SIZE}, {b.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}};
-    VkWriteDescriptorSet w[3];
-    for (int i = 0; i < 3; i++)
+    VkDescriptorBufferInfo dbi[6] = {{a.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE},
+                                     {b.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}};
+    VkWriteDescriptorSet w[6];
+    for (int i = 0; i < 6; i++)
       w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                     .dstSet = set,
                                     .dstBinding = (uint32_t)i,
                                     .descriptorCount = 1,
                                     .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                     .pBufferInfo = &dbi[i]};
-    vkUpdateDescriptorSets(dev, 3, w, 0, NULL);
+    vkUpdateDescriptorSets(dev, 6, w, 0, NULL);
     uint32_t gx = (p.n + bn - 1) / bn, gy = (p.m + bm - 1) / bm;
     /* reps dispatches a submission, a barrier between them as the engine records them */
     double flop = 2.0 * p.m * p.n * p.k;

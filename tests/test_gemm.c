@@ -328,7 +328,7 @@ static void fused_norm(size_t n_out, size_t k, size_t m, gpu_epi epi, float alph
     if (!use_splitting(d, v)) continue;
     gpu_gemm_plan plan;
     gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
-    CHECK(plan.splits > 1, "%zux%zux%zu on variant %d: k not split, the fused reduce untested", m,
+    CHECK(plan.parts, "%zux%zux%zu on variant %d: no pieces for gemm_reduce, the fused reduce untested", m,
           n_out, k, v);
     gpu_buffer *ab = test_upload(a, m * k);
     gpu_buffer *c1 = test_upload(c0, m * width), *y1 = test_upload(y0, m * ys);
@@ -384,7 +384,9 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   gpu_norm n2 = {test_upload(g + n_out, n_out), test_upload(b + n_out, n_out), 1e-3f};
   gpu_gemm_plan plan;
   gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
-  CHECK((plan.splits > 1) == split, "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out, k, plan.splits);
+  /* gemm_cm2 (where it is the choice) always leaves its sums to the reduce */
+  CHECK(plan.parts == (split || plan.v == GPU_GEMM_CM2), "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out,
+        k, plan.splits);
   float *a = test_random(m * k, 35), *c0 = test_random(m * width, 36);
   float *y0 = test_random(m * ys, 37);
   gpu_buffer *ab = test_upload(a, m * k);

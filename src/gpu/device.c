@@ -195,6 +195,15 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
   info->coop_khr = has_extension(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info->coop_nv = has_extension(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info->exe_stats = has_extension(ext, next, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (info->coop_khr && has_extension(ext, next, GPU_VK_COOP2_EXTENSION) &&
+      p->apiVersion >= VK_API_VERSION_1_2) {
+    gpu_vk_coop2_features c2 = {.sType = GPU_STYPE_COOP2_FEATURES};
+    gpu_vk_coop_khr_features ck = {.sType = GPU_STYPE_COOP_KHR_FEATURES, .pNext = &c2};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &ck};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    info->coop2 = ck.cooperative_matrix && c2.workgroup_scope && c2.flexible_dimensions &&
+                  c2.tensor_addressing && f12.vulkanMemoryModel;
+  }
   if (has_extension(ext, next, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
@@ -301,9 +310,9 @@ void gpu_info_print(const gpu_info *d, FILE *out) {
           d->storage_8bit ? "yes" : "no", d->int8 ? "yes" : "no");
   fprintf(out, "   integer dot product: %s, bf16: %s\n", d->int_dot ? "yes" : "no",
           d->bf16 ? "yes" : "no");
-  fprintf(out, "   cooperative matrix: %s%s%s\n",
+  fprintf(out, "   cooperative matrix: %s%s%s%s\n",
           d->coop_khr ? "KHR" : "", d->coop_khr && d->coop_nv ? " and NV" : d->coop_nv ? "NV" : "",
-          !d->coop_khr && !d->coop_nv ? "no" : "");
+          !d->coop_khr && !d->coop_nv ? "no" : "", d->coop2 ? ", NV cooperative_matrix2" : "");
   if (d->coop_shapes[0]) fprintf(out, "      %s\n", d->coop_shapes);
   fprintf(out, "   workgroup: %u invocations, %u bytes shared\n", d->max_workgroup_invocations,
           d->max_shared_memory);

@@ -41,6 +41,9 @@ typedef struct {
   bool int_dot;            /* shaderIntegerDotProduct */
   bool bf16;               /* VK_KHR_shader_bfloat16 */
   bool coop_khr, coop_nv;  /* cooperative matrix extensions */
+  bool coop2;              /* VK_NV_cooperative_matrix2 with workgroup-scope matrices, flexible
+                            * dimensions and tensor addressing, KHR cooperative matrices and the
+                            * Vulkan memory model (gemm_cm2's needs) */
   bool exe_stats;          /* VK_KHR_pipeline_executable_properties (STENO_PIPELINE_STATS) */
   char coop_shapes[512];   /* "16x16x16 f16→f32, ..." as the driver lists them */
   uint32_t sm_count;       /* NVIDIA's streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */

@@ -10,6 +10,25 @@
 
 /* Device memory shared by the buffers made while a model loads (a few
  * allocations instead of one per tensor); freed with its last buffer. */
+/* Feature structures newer than Debian 12's Vulkan headers (1.3.239), as the
+ * Vulkan registry defines them: KHR cooperative matrices and NVIDIA's
+ * cooperative_matrix2 (gemm_cm2). */
+#define GPU_VK_COOP_KHR_EXTENSION "VK_KHR_cooperative_matrix"
+#define GPU_VK_COOP2_EXTENSION "VK_NV_cooperative_matrix2"
+#define GPU_STYPE_COOP_KHR_FEATURES ((VkStructureType)1000506000)
+#define GPU_STYPE_COOP2_FEATURES ((VkStructureType)1000593000)
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperative_matrix, robust_buffer_access;
+} gpu_vk_coop_khr_features;
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 workgroup_scope, flexible_dimensions, reductions, conversions, per_element_operations,
+      tensor_addressing, block_loads;
+} gpu_vk_coop2_features;
+
 typedef struct gpu_block {
   VkDeviceMemory mem;
   VkDeviceSize size, used;
@@ -85,6 +104,7 @@ struct gpu_device {
   char invalid[512];  /* the first validation error since the last check */
   pthread_mutex_t invalid_lock; /* its own: messages arrive inside Vulkan calls made under `lock` */
   bool coop;       /* cooperative matrices and f16 arithmetic enabled at creation */
+  bool coop2;      /* ... and cooperative_matrix2 (gpu_info.coop2) */
   bool fast_gemm;  /* a cooperative-matrix GEMM passed its probe */
   bool gemm_ok[GPU_GEMM_VARIANTS]; /* which ones (gpu_gemm_variant) */
   gpu_gemm_variant gemm_force;     /* GPU_GEMM_AUTO, or one for benchmarks */

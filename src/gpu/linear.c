@@ -60,10 +60,15 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
     /* ... with k in steps of 64: half the steps (each waits on its loads'
      * latency), one shared stage. */
     [GPU_GEMM_TC128K] = {"gemm_tc", 4, 4, 2, 2, true, 64},
+    /* cooperative_matrix2's workgroup-scope matrices (gemm_cm2.sh): the
+     * driver stages the loads. It always reads a in f16 and leaves its sums
+     * to gemm_reduce, even in one piece (it has no epilogue of its own). */
+    [GPU_GEMM_CM2] = {"gemm_cm2", 2, 4, 4, 2, true, 32},
 };
 
-/* gemm_tc's tiles are the ones with a k step. */
+/* gemm_tc's tiles are the ones with a k step (gemm_cm2 has gemm_tc's contract). */
 static bool is_tc(gpu_gemm_variant v) { return gpu_gemm_tiles[v].bk != 0; }
+static bool is_cm2(gpu_gemm_variant v) { return v == GPU_GEMM_CM2; }
 
 /* Whether gemm_tc passed its probe here (Q8_0 layers then get an f16 copy; it
  * reads BF16 as stored, rounding to f16 when staging). */
@@ -113,11 +118,12 @@ static uint32_t split_count(uint32_t tiles, uint32_t sms, uint32_t m, uint32_t n
 }
 
 gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
+  /* gemm_cm2 last: untimed, the others have run on more devices. */
   static const gpu_gemm_variant order[2][GPU_GEMM_VARIANTS - 1] = {
       {GPU_GEMM_TC64, GPU_GEMM_TC128, GPU_GEMM_TC128W, GPU_GEMM_TC128K, GPU_GEMM_TILED64,
-       GPU_GEMM_COOP64, GPU_GEMM_TILED128},
+       GPU_GEMM_COOP64, GPU_GEMM_TILED128, GPU_GEMM_CM2},
       {GPU_GEMM_TC128W, GPU_GEMM_TC128K, GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TILED128,
-       GPU_GEMM_TILED64, GPU_GEMM_COOP64}};
+       GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_CM2}};
   for (int i = 0; i < GPU_GEMM_VARIANTS - 1; i++)
     if (d->gemm_ok[order[big][i]]) return order[big][i];
   return GPU_GEMM_AUTO;
@@ -318,13 +324,22 @@ void gpu_gemm(gpu_rec *rec, gpu_buffer *a, const gpu_linear *l, gpu_buffer *c, u
   gpu_gemm_strided(rec, a, l->k, l, c, m, epi, alpha);
 }
 
-void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_t m,
-                       gpu_gemm_plan *out) {
+/* gpu_gemm_plan_for, with gemm_cm2 or without it (GEMMs recorded side by
+ * side must not share the scratch its pieces and its f16 copy of a go to). */
+static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_t m, bool cm2,
+                 gpu_gemm_plan *out) {
   /* F32 weights keep the f32 kernel: the fast ones round W to f16. */
   gpu_gemm_variant v = l->type != GPU_F32 && gpu_using_fast(d) ? pick(d, m, l->type) : GPU_GEMM_AUTO;
   /* gemm_tc reads a 8 floats at a time and W as f16 or BF16 (Q8_0: its f16 copy). */
   bool tc_w = l->type == GPU_F16 || l->type == GPU_BF16 || l->w16;
   if (is_tc(v) && (lda % 4 || l->k % 8 || !tc_w)) v = GPU_GEMM_AUTO;
+  /* gemm_cm2 needs its sums (even in one piece) and a's f16 copy within the
+   * device's scratch: else the first gemm_tc tile that passed. */
+  bool cm2_fits = (size_t)m * l->n * sizeof(float) <= SPLIT_BYTES && (size_t)m * l->k * 2 <= A16_BYTES;
+  if (is_cm2(v) && (!cm2 || !cm2_fits)) {
+    v = gpu_gemm_default(d, m >= GEMM_BIG_M);
+    if (is_cm2(v)) v = GPU_GEMM_AUTO;
+  }
   uint32_t bm = TILE, bn = TILE;
   if (v != GPU_GEMM_AUTO) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
@@ -338,13 +353,18 @@ void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, u
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
   uint32_t a16_from = d->a16_min_m ? d->a16_min_m : A16_MIN_M;
-  bool a16 = is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES;
+  bool a16 = is_cm2(v) || (is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES);
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
-                         .a16 = a16};
+                         .a16 = a16, .parts = splits > 1 || is_cm2(v)};
   /* gemm_cpu's grid has a row of workgroups per 8 rows: up to Vulkan's 65 535. */
   bool cpu_fits = (m + CPU_ROWS - 1) / CPU_ROWS <= 65535;
   if (v == GPU_GEMM_AUTO && gpu_fast_used(d, GPU_FAST_GEMM_CPU) && cpu_fits)
     *out = (gpu_gemm_plan){.v = v, .bm = CPU_ROWS, .bn = CPU_COLS, .splits = 1, .kc = l->k, .cpu = true};
+}
+
+void gpu_gemm_plan_for(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_t m,
+                       gpu_gemm_plan *out) {
+  plan(d, l, lda, m, true, out);
 }
 
 /* The LayerNorm gpu_gemm_norm folds into the split-k reduce. */
@@ -359,8 +379,9 @@ typedef struct {
 #define FUSED_PER 8
 static uint32_t fused_group(uint32_t cols) { return cols > 512 ? 256 : cols > 128 ? 128 : 64; }
 
-/* Records the GEMM; with fuse (only for a plan that splits k, no dual
- * outputs and n ≤ the kernel's columns) its reduce also writes the norm. */
+/* Records the GEMM; with fuse (only for a plan whose kernel writes pieces
+ * for gemm_reduce, no dual outputs and n ≤ the kernel's columns) its reduce
+ * also writes the norm. */
 static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear *l,
                         gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha, const gpu_gemm_plan *g,
                         const fused_norm *fuse) {
@@ -374,8 +395,8 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
                   : v == GPU_GEMM_AUTO ? gpu_rec_kernel(rec, "gemm", &spec, 1)
                   : g->a16           ? gpu_gemm_kernel_a16(rec, v, wt)
                                      : gpu_gemm_kernel(rec, v, wt);
-  gpu_buffer *part = splits > 1 ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
-  if (splits > 1 && !part) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
+  gpu_buffer *part = g->parts ? gpu_device_scratch(d, SPLIT_BYTES) : NULL;
+  if (g->parts && !part) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
   if (g->a16) { /* a's rows in f16 first, k halves each (pack.comp, clamped as gemm_tc clamps) */
     gpu_buffer *h = gpu_device_scratch16(d, A16_BYTES);
     if (!h) return (void)gpu_rec_fail(rec, STENO_ERR_GPU);
@@ -393,7 +414,7 @@ static void record_gemm(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_lin
   gpu_buffer *bufs[] = {a, l->bias, c, w, l->scales ? l->scales : l->bias, part ? part : c};
   gpu_dispatch(rec, k, bufs, split ? 6 : 5, &push, split ? sizeof push : 32, (l->n + bn - 1) / bn,
                (m + bm - 1) / bm, splits);
-  if (splits == 1) return;
+  if (!g->parts) return;
   if (fuse) {
     const gpu_norm *n2 = fuse->n2 ? fuse->n2 : fuse->n;
     struct {
@@ -438,9 +459,11 @@ void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear 
                     gpu_buffer *c, uint32_t m, gpu_epi epi, float alpha) {
   gpu_gemm_plan g;
   if (!planned(rec, l, lda, m, &g)) return;
+  /* a group's GEMMs run together: they must not share the scratch (split-k's, a's f16 copy) */
+  if (is_cm2(g.v)) plan(gpu_rec_device(rec), l, lda, m, false, &g);
   g.splits = 1;
   g.kc = l->k;
-  g.a16 = false; /* a group's GEMMs run together: they must not share the f16 scratch */
+  g.a16 = g.parts = false;
   record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, NULL);
 }
 
@@ -458,7 +481,7 @@ static void gemm_norms(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_line
   if (n2)
     fits = fits && n2->g && n2->b && n2->eps >= 0.0f && gpu_slice_fits(n2->g, 0, cols, 1, cols) &&
            gpu_slice_fits(n2->b, 0, cols, 1, cols);
-  if (g.splits > 1 && !l->dual && l->n <= fused_group(cols) * FUSED_PER && fits) {
+  if (g.parts && !l->dual && l->n <= fused_group(cols) * FUSED_PER && fits) {
     fused_norm f = {n, n2, y, cols, y_stride};
     record_gemm(rec, a, lda, l, c, m, epi, alpha, &g, &f);
     return;

@@ -109,6 +109,7 @@ typedef enum {
   GPU_GEMM_TC128,
   GPU_GEMM_TC128W, /* gemm_tc's 128×128 tile on 16 subgroups of 2×2 (for large m) */
   GPU_GEMM_TC128K, /* the same with k in steps of 64 (one shared stage) */
+  GPU_GEMM_CM2,    /* gemm_cm2: 128×128 through cooperative_matrix2 (a in f16, pieces for gemm_reduce) */
   GPU_GEMM_VARIANTS
 } gpu_gemm_variant;
 
@@ -143,6 +144,7 @@ typedef struct {
   uint32_t bm, bn, splits, kc;
   bool split;
   bool a16; /* a is first written in f16 (pack.comp) for gemm_tc to read (gpu_gemm_a16) */
+  bool parts; /* the kernel writes partial sums that gemm_reduce finishes: k split, or gemm_cm2 */
   bool cpu; /* v is AUTO and the kernel gemm_cpu.comp (GPU_FAST_GEMM_CPU; never splits k) */
 } gpu_gemm_plan;
 void gpu_gemm_plan_for(const gpu_device *dev, const gpu_linear *l, uint32_t lda, uint32_t m,

@@ -50,9 +50,12 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   d->use_fast = GPU_FAST_ALL;
   d->gemm_ok[v] = true;
   d->gemm_force = v;
-  /* An empty problem writes the subgroup size and count. */
-  if (ok) ok = !gpu_rec_begin(rec);
-  if (ok) {
+  /* An empty problem writes the subgroup size and count (gemm_cm2's
+   * workgroup-scope matrices have no layout of ours to check). */
+  bool layout_check = v != GPU_GEMM_CM2;
+  if (!layout_check) layout[0] = 32, layout[1] = (float)(t->sg_m * t->sg_n);
+  if (ok && layout_check) ok = !gpu_rec_begin(rec);
+  if (ok && layout_check) {
     gpu_kernel *k = gpu_gemm_kernel(rec, v, GPU_F16);
     gpu_buffer *bufs[] = {ab, l.bias, cb, l.w, l.bias};
     uint32_t push[8] = {0, l.n, l.k, 0, 0, 0, l.k, l.wk};
@@ -540,7 +543,8 @@ uint32_t gpu_subgroup_row_groups(const gpu_device *d, uint32_t rows) {
 void gpu_probe_fast(gpu_device *d) {
   if (gpu_probe_cache_load(d)) return;
   bool gemm_ok[GPU_GEMM_VARIANTS] = {false};
-  for (int v = 1; d->coop && v < GPU_GEMM_VARIANTS; v++) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
+  for (int v = 1; d->coop && v < GPU_GEMM_VARIANTS; v++)
+    if (v != GPU_GEMM_CM2 || d->coop2) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v] = gemm_ok[v];
   bool passed[GPU_FAST_KINDS] = {false};
   for (int k = 0; k < GPU_FAST_KINDS; k++)

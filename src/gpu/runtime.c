@@ -708,13 +708,28 @@ static int device_create(gpu_device *d) {
   VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                           .pNext = &coop,
                                           .shaderFloat16 = VK_TRUE};
-  const char *ext[2] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+  /* gemm_cm2's: KHR cooperative matrices, cooperative_matrix2's workgroup-scope
+   * matrices of flexible dimensions loaded by tensor addressing, the Vulkan
+   * memory model its SPIR-V declares. */
+  gpu_vk_coop2_features c2 = {.sType = GPU_STYPE_COOP2_FEATURES,
+                              .workgroup_scope = VK_TRUE,
+                              .flexible_dimensions = VK_TRUE,
+                              .tensor_addressing = VK_TRUE};
+  gpu_vk_coop_khr_features ck = {.sType = GPU_STYPE_COOP_KHR_FEATURES, .pNext = &c2, .cooperative_matrix = VK_TRUE};
+  const char *ext[4] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
   uint32_t next = 0;
   d->coop = d->info.coop_nv && d->info.float16 && d->info.subgroup_size == 32 &&
             d->info.api_version >= VK_API_VERSION_1_2 && !off;
+  d->coop2 = d->coop && d->info.coop2;
   if (d->coop) {
     ci.pNext = &f12;
     next = 1;
+  }
+  if (d->coop2) {
+    coop.pNext = &ck;
+    f12.vulkanMemoryModel = VK_TRUE;
+    ext[next++] = GPU_VK_COOP_KHR_EXTENSION;
+    ext[next++] = GPU_VK_COOP2_EXTENSION;
   }
   /* STENO_PIPELINE_STATS=1: what the driver's compiler made of each kernel
    * (registers, spills, ... as the driver names them), for tuning. */
@@ -742,9 +757,18 @@ static int device_create(gpu_device *d) {
   ci.enabledExtensionCount = next;
   ci.ppEnabledExtensionNames = ext;
   VkResult r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
+  if (r != VK_SUCCESS && d->coop2) { /* offered but refused: without cooperative_matrix2 */
+    d->coop2 = false;
+    coop.pNext = NULL;
+    f12.vulkanMemoryModel = VK_FALSE;
+    next = 1; /* NV cooperative matrices */
+    if (d->stats) ext[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    ci.enabledExtensionCount = next;
+    r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
+  }
   if (r != VK_SUCCESS && (d->coop || d->stats)) {
     /* Offered but refused: run portable. */
-    d->coop = d->stats = false;
+    d->coop = d->coop2 = d->stats = false;
     d->ir_dir[0] = 0;
     ci.pNext = NULL;
     ci.enabledExtensionCount = 0;

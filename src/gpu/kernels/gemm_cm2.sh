@@ -1,31 +1,36 @@
 #!/bin/sh
-# Writes bench/cm2_gemm.c's kernel as SPIR-V assembly and assembles it with
-# spirv-as (Debian's spirv-tools): C = A·Bᵀ through VK_NV_cooperative_matrix2,
-# A (m × k) and B (n × k) f16 row-major, C (m × n) f32 row-major. Each
-# workgroup makes one BM × BN tile of C with workgroup-scope matrices, loading
-# A's and B's BM × BK and BN × BK slices by tensor addressing (B through a
-# transposing view) every BK of k; out-of-bounds loads read 0 and
-# out-of-bounds stores are dropped, so any m, n and k work. Split k: the
-# workgroups of z take k from z·kc to (z + 1)·kc and write their partial sums
-# to C + z·m·n (as gemm_tc writes its pieces for gemm_reduce). Spec
-# constants: 0 the workgroup's invocations, 1 BM, 2 BN, 3 BK. Push constants:
-# m, n, k, kc.
+# gemm_cm2: gemm_tc's contract for its split-k pieces — part[z][m][n] = the
+# sum over k from z·kc to min(k, (z + 1)·kc) of a[m][k]·W[n][k], summed and
+# finished (bias, epilogue, dual outputs, a fused LayerNorm) by gemm_reduce —
+# through VK_NV_cooperative_matrix2: each workgroup makes one BM × BN tile
+# with workgroup-scope matrices, A's and W's BM × BK and BN × BK slices loaded
+# by tensor addressing (W through a transposing view) and accumulated in f32,
+# the scheduling of those loads left to the driver. Out-of-bounds loads read
+# 0 and out-of-bounds stores are dropped, so any m, n and k work.
 #
-# Debian 12's glslang knows neither GL_KHR_cooperative_matrix nor
-# GL_NV_cooperative_matrix2, and its spirv-as neither's instructions by name:
-# those are written here as raw words (`!N`), their opcodes and operands from
-# the SPIR-V grammar (SPV_KHR_cooperative_matrix, SPV_NV_cooperative_matrix2,
-# SPV_NV_tensor_addressing), so spirv-val cannot check them; the run checks
-# the products against the CPU. Ids are numeric (--preserve-numeric-ids) so
-# that raw words can name them.
-#   bench/cm2_asm.sh OUT.spv [UNROLL] [CLAMP]
-# UNROLL: how many BK steps one trip of the loop makes (any k still: the
-# steps past k load zeros). CLAMP 1 (the default): out-of-bounds loads read 0;
-# 0: no bounds (the driver's clamp mode Undefined), right only where m, n and
-# k are multiples of the tile (BM, BN, BK × UNROLL).
+# a: f16 [m][lda] (pack.comp's copy, gpu_gemm's a16), binding 0; W: f16
+# [n][wk] (F16 as stored, or gpu_linear's w16), binding 3; part: f32, binding
+# 5. Push constants: gemm_tc's (m, n, k, mode, alpha, dual, lda, wk, splits,
+# kc; mode, alpha, dual and splits are the reduce's). Spec constants:
+# gemm_tc's numbering — 1 SG_M, 2 SG_N, 3 TM, 4 TN (BM = SG_M·TM·16, BN =
+# SG_N·TN·16), 5 the workgroup's invocations, 6 BK; 0 and 7 unused.
+#
+# Written as SPIR-V assembly because Debian 12's glslang knows neither
+# GL_KHR_cooperative_matrix nor GL_NV_cooperative_matrix2, and its spirv-as
+# neither's instructions by name: those are raw words here (`!N`), their
+# opcodes and operands from the SPIR-V grammar (SPV_KHR_cooperative_matrix,
+# SPV_NV_cooperative_matrix2, SPV_NV_tensor_addressing). Debian 12's
+# spirv-val cannot check them (a newer one passed this module); the probe
+# checks the products on the device before the kernel is used. Ids are
+# numeric (--preserve-numeric-ids) so that raw words can name them.
+#   src/gpu/kernels/gemm_cm2.sh OUT.spv [UNROLL] [CLAMP]
+# UNROLL (4): BK steps per trip of the loop (any k still: steps past k load
+# zeros). CLAMP 1 (the default): out-of-bounds loads read 0; 0: no bounds
+# checks (the clamp mode Undefined: right only where m, n and k are
+# multiples of the tile; for benchmarks).
 set -e
-out=${1:?usage: cm2_asm.sh OUT.spv [UNROLL]}
-unroll=${2:-1}
+out=${1:?usage: gemm_cm2.sh OUT.spv [UNROLL] [CLAMP]}
+unroll=${2:-4}
 clamp=${3:-1}
 asm=$(mktemp)
 trap 'rm -f "$asm"' EXIT
@@ -57,16 +62,24 @@ OpExtension "SPV_NV_tensor_addressing"
 OpMemoryModel Logical Vulkan
 OpEntryPoint GLCompute %4 "main" %13 %41 %57 %85 %115
 OpExecutionMode %4 LocalSize 1 1 1
-OpDecorate %7 SpecId 0
+OpDecorate %7 SpecId 5
 OpDecorate %9 BuiltIn WorkgroupSize
 OpDecorate %13 BuiltIn WorkgroupId
-OpDecorate %17 SpecId 1
-OpDecorate %23 SpecId 2
-OpDecorate %50 SpecId 3
+OpDecorate %340 SpecId 1
+OpDecorate %341 SpecId 2
+OpDecorate %342 SpecId 3
+OpDecorate %343 SpecId 4
+OpDecorate %50 SpecId 6
 OpMemberDecorate %39 0 Offset 0
 OpMemberDecorate %39 1 Offset 4
 OpMemberDecorate %39 2 Offset 8
 OpMemberDecorate %39 3 Offset 12
+OpMemberDecorate %39 4 Offset 16
+OpMemberDecorate %39 5 Offset 20
+OpMemberDecorate %39 6 Offset 24
+OpMemberDecorate %39 7 Offset 28
+OpMemberDecorate %39 8 Offset 32
+OpMemberDecorate %39 9 Offset 36
 OpDecorate %39 Block
 OpDecorate %54 ArrayStride 2
 OpMemberDecorate %55 0 NonWritable
@@ -79,13 +92,13 @@ OpMemberDecorate %83 0 NonWritable
 OpMemberDecorate %83 0 Offset 0
 OpDecorate %83 Block
 OpDecorate %85 DescriptorSet 0
-OpDecorate %85 Binding 1
+OpDecorate %85 Binding 3
 OpDecorate %112 ArrayStride 4
 OpMemberDecorate %113 0 NonReadable
 OpMemberDecorate %113 0 Offset 0
 OpDecorate %113 Block
 OpDecorate %115 DescriptorSet 0
-OpDecorate %115 Binding 2
+OpDecorate %115 Binding 5
 %2 = OpTypeVoid
 %3 = OpTypeFunction %2
 %6 = OpTypeInt 32 0
@@ -96,12 +109,19 @@ OpDecorate %115 Binding 2
 %12 = OpTypePointer Input %11
 %13 = OpVariable %12 Input
 %14 = OpTypePointer Input %6
-%17 = OpSpecConstant %6 128
 %20 = OpConstant %6 0
-%23 = OpSpecConstant %6 128
+%340 = OpSpecConstant %6 2
+%341 = OpSpecConstant %6 4
+%342 = OpSpecConstant %6 4
+%343 = OpSpecConstant %6 2
+%344 = OpConstant %6 16
+%345 = OpSpecConstantOp %6 IMul %340 %342
+%17 = OpSpecConstantOp %6 IMul %345 %344
+%346 = OpSpecConstantOp %6 IMul %341 %343
+%23 = OpSpecConstantOp %6 IMul %346 %344
 %25 = OpTypeFloat 32
 %30 = OpConstant %25 0
-%39 = OpTypeStruct %6 %6 %6 %6
+%39 = OpTypeStruct %6 %6 %6 %6 %25 %6 %6 %6 %6 %6
 %40 = OpTypePointer PushConstant %39
 %41 = OpVariable %40 PushConstant
 %42 = OpTypeInt 32 1
@@ -126,7 +146,9 @@ OpDecorate %115 Binding 2
 %114 = OpTypePointer StorageBuffer %113
 %115 = OpVariable %114 StorageBuffer
 %117 = OpConstant %42 1
-%118 = OpConstant %42 3
+%118 = OpConstant %42 9
+%119 = OpConstant %42 6
+%120 = OpConstant %42 7
 %123 = OpTypePointer StorageBuffer %25
 %300 = OpConstant %6 2
 %302 = OpConstant %6 1
@@ -164,6 +186,10 @@ EOF
 %403 = OpLoad %6 %402
 %404 = OpAccessChain %44 %41 %43
 %405 = OpLoad %6 %404
+%456 = OpAccessChain %44 %41 %119
+%457 = OpLoad %6 %456
+%454 = OpAccessChain %44 %41 %120
+%455 = OpLoad %6 %454
 %458 = OpAccessChain %44 %41 %118
 %460 = OpLoad %6 %458
 %461 = OpAccessChain %14 %13 %300
@@ -181,10 +207,10 @@ EOF
 EOF
   raw 5372 320 410                 # A's layout
   raw 5373 320 411 410 401 465     #   m × this piece's end of k
-  raw 5374 320 406 411 405 302     #   strides k, 1
+  raw 5374 320 406 411 457 302     #   strides lda, 1
   raw 5372 320 412                 # B's layout
   raw 5373 320 413 412 403 465     #   n × the same
-  raw 5374 320 407 413 405 302     #   strides k, 1
+  raw 5374 320 407 413 455 302     #   strides wk, 1
   raw 5372 320 414                 # C's layout
   raw 5373 320 415 414 401 403     #   m × n
   raw 5374 320 408 415 403 302     #   strides n, 1
@@ -251,4 +277,4 @@ fi
 # An id no instruction uses, above every raw one: spirv-as sets the module's
 # id bound from the ids it knows.
 sed -i '/^%4 = OpFunction/i %1999 = OpConstant %6 1999' "$asm"
-spirv-as --preserve-numeric-ids --target-env spv1.5 "$asm" -o "$out"
+"${SPIRV_AS:-spirv-as}" --preserve-numeric-ids --target-env spv1.5 "$asm" -o "$out"
