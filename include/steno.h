@@ -17,6 +17,9 @@
  *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
  *   STENO_DECODER=cpu      transducers search on the CPU instead of the GPU
  *   STENO_BENCH_TOKENS=N   Whisper decodes exactly N tokens a window (benchmarks)
+ *   STENO_GEMM_CM2=1       the experimental GEMM through NVIDIA's cooperative_matrix2 (its
+ *                          features enabled, probed and timed where offered; not yet run on
+ *                          a GPU, so off by default)
  * and XDG_CACHE_HOME / HOME for the caches' default folder.
  *
  * Threads. A steno_model holds what is read-only once loaded (weights on the

@@ -31,6 +31,7 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
                                                                 ? "(probe passed, used)"
                                                                 : "(probe passed, slower here: not used)"
               : d->coop && (v != GPU_GEMM_CM2 || d->coop2) ? "(probe FAILED: not used)"
+              : v == GPU_GEMM_CM2 && d->info.coop2 && d->coop ? "(experimental, off: STENO_GEMM_CM2=1 turns it on)"
               : v == GPU_GEMM_CM2 && d->coop ? "(cooperative_matrix2 not offered)"
                                                           : "(not offered: portable kernels)");
     }

@@ -720,7 +720,11 @@ static int device_create(gpu_device *d) {
   uint32_t next = 0;
   d->coop = d->info.coop_nv && d->info.float16 && d->info.subgroup_size == 32 &&
             d->info.api_version >= VK_API_VERSION_1_2 && !off;
-  d->coop2 = d->coop && d->info.coop2;
+  /* gemm_cm2 is hand-written SPIR-V that no GPU has run yet: a driver that
+   * crashed compiling it would take every call with it, so it stays behind a
+   * debugging switch until one has (docs/perf.md, fifteenth session). */
+  const char *cm2 = getenv("STENO_GEMM_CM2");
+  d->coop2 = d->coop && d->info.coop2 && cm2 && !strcmp(cm2, "1");
   if (d->coop) {
     ci.pNext = &f12;
     next = 1;
