@@ -262,6 +262,36 @@ static void tc_split_rule(void) {
   }
 }
 
+/* gemm_cm2's plans, on a copy of the device that claims it and the
+ * 16-subgroup gemm_tc tile: F16 weights take it, with a in f16 and pieces for
+ * gemm_reduce even in one piece; BF16 weights (it cannot convert them as it
+ * loads; the H200 showed them read as f16), outputs past the split scratch
+ * and GEMMs recorded side by side take the gemm_tc tile. Plans only. */
+static void cm2_plan_rules(void) {
+  gpu_device fake = *test_device();
+  fake.fast_gemm = true;
+  fake.gemm_ok[GPU_GEMM_CM2] = fake.gemm_ok[GPU_GEMM_TC128W] = true;
+  fake.gemm_force = GPU_GEMM_CM2;
+  fake.use_fast = GPU_FAST_ALL;
+  fake.info.sm_count = 132;
+  static const struct {
+    gpu_wtype type;
+    uint32_t m, n, k;
+    bool cm2;
+  } cases[] = {{GPU_F16, 138, 3072, 1024, true},  {GPU_F16, 1500, 1280, 1280, true},
+               {GPU_BF16, 138, 3072, 1024, false}, {GPU_F16, 8832, 4096, 1024, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    gpu_linear l = {.type = cases[i].type, .n = cases[i].n, .rows = cases[i].n, .k = cases[i].k,
+                    .wk = cases[i].k};
+    gpu_gemm_plan g;
+    gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
+    bool want = cases[i].cm2;
+    CHECK(want ? g.v == GPU_GEMM_CM2 && g.a16 && g.parts : g.v == GPU_GEMM_TC128W,
+          "%ux%ux%u type %d: variant %d (a16 %d, pieces %d), want %s", cases[i].m, cases[i].n, cases[i].k,
+          (int)cases[i].type, (int)g.v, g.a16, g.parts, want ? "gemm_cm2" : "the gemm_tc tile");
+  }
+}
+
 /* Parakeet 0.6B's FFN down at an 11 s clip, 138×1024×4096: few tiles and a
  * long k, so gpu_gemm cuts k (6 pieces on the portable kernel, 48 tiles) and
  * gemm_reduce sums them; checked to split before the outputs are checked, so
@@ -452,6 +482,7 @@ static void a16_same(size_t m, size_t n, size_t k, size_t lda) {
   gpu_buffer *ab = test_upload(a, m * lda);
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     if (!use_splitting(d, v)) continue; /* gemm_tc's tiles that passed */
+    if (v == GPU_GEMM_CM2) continue;    /* it reads a in f16 always: no other way to compare */
     float *out[2];
     for (int on = 0; on < 2; on++) {
       gpu_gemm_a16(d, on ? 1 : UINT32_MAX);
@@ -497,6 +528,7 @@ int main(void) {
   strided(161, 70);
   no_rows();
   tc_split_rule();
+  cm2_plan_rules();
   if (gpu_fast_passed(d, GPU_FAST_GEMM_CPU)) { /* its grid's rows: one per 8 rows of a, ≤ 65 535 */
     float w[64 * 32] = {0};
     gpu_linear l;

@@ -333,9 +333,12 @@ static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_
   /* gemm_tc reads a 8 floats at a time and W as f16 or BF16 (Q8_0: its f16 copy). */
   bool tc_w = l->type == GPU_F16 || l->type == GPU_BF16 || l->w16;
   if (is_tc(v) && (lda % 4 || l->k % 8 || !tc_w)) v = GPU_GEMM_AUTO;
-  /* gemm_cm2 needs its sums (even in one piece) and a's f16 copy within the
-   * device's scratch: else the first gemm_tc tile that passed. */
-  bool cm2_fits = (size_t)m * l->n * sizeof(float) <= SPLIT_BYTES && (size_t)m * l->k * 2 <= A16_BYTES;
+  /* gemm_cm2 needs W in f16 (F16 as stored, or the f16 copy: it cannot
+   * convert BF16 as it loads, as gemm_tc does; the H200 showed it reading BF16
+   * as f16, 3.6× off), and its sums (even in one piece) and a's f16 copy
+   * within the device's scratch: else the first gemm_tc tile that passed. */
+  bool cm2_fits = (l->type == GPU_F16 || l->w16) && (size_t)m * l->n * sizeof(float) <= SPLIT_BYTES &&
+                  (size_t)m * l->k * 2 <= A16_BYTES;
   if (is_cm2(v) && (!cm2 || !cm2_fits)) {
     v = gpu_gemm_default(d, m >= GEMM_BIG_M);
     if (is_cm2(v)) v = GPU_GEMM_AUTO;
