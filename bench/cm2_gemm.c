@@ -261,7 +261,9 @@ static buffer make_buffer(VkDeviceSize size) {
                                  .allocationSize = req.size,
                                  .memoryTypeIndex = i};
       if (vkAllocateMemory(dev, &ai, NULL, &b.mem) == VK_SUCCESS) {
-        if (w == 1) fprintf(stderr, "cm2_gemm: buffer in host memory (no device-local host-visible type)\n");
+        /* which one matters to the timing: say it */
+        printf("  buffer of %.1f MiB in %s memory\n", (double)size / 1048576,
+               w == 0 ? "device-local (host-visible)" : "HOST");
         break;
       }
     }
@@ -496,6 +498,7 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* lines out as they come: a run cut short keeps them */
   if (argc < 2) {
     fprintf(stderr, "usage: cm2_gemm query | run KERNEL.spv BM BN BK THREADS MxNxK[/S]...\n");
     return 2;
