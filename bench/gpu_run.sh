@@ -14,6 +14,11 @@
 # Whisper against transformers and a profile of 32 tokens (STENO_BENCH_TOKENS=32: the
 # random weights never end a window, so without it a call decodes to the limit).
 # Test programs can take over a minute there (test_gemm ~70 s): give them room.
+# The GPU machine has no libmicrohttpd, which the steno CLI links (steno serve):
+# besides the Vulkan loader's packages, bring libmicrohttpd12 in the same .gl
+# folder of .deb files unpacked at the start of each call, and libcjson1 too
+# (the loader named only the first library it missed). The fifteenth session
+# lost a call's CLI runs to it; the test programs do not need them.
 set -u
 build=${1:?usage: gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav} out=${2:?} clip=${3:?}
 cd "$(dirname "$0")/.."
