@@ -231,6 +231,17 @@ static void no_rows(void) {
   free(w), free(mark), free(got), free(bytes);
 }
 
+/* A copy of the test device for planning only (nothing runs on it) that
+ * claims variant v passed its probe and forces it, every fast kernel on. */
+static gpu_device planning_device(gpu_gemm_variant v) {
+  gpu_device fake = *test_device();
+  fake.fast_gemm = true;
+  fake.gemm_ok[v] = true;
+  fake.gemm_force = v;
+  fake.use_fast = GPU_FAST_ALL;
+  return fake;
+}
+
 /* gemm_tc's split of k by the SM count (linear.c), planned on a copy of the
  * device that claims the 16-subgroup tile with k by 64 and an H200's 132 SMs:
  * the counts measured best there (docs/perf.md, thirteenth session), one
@@ -239,11 +250,7 @@ static void no_rows(void) {
  * unknown. (At 4 rows × 1280 the rule asks for 8 pieces; k by 64 makes them
  * 192 long, so 7.) Plans only: nothing runs on the copy. */
 static void tc_split_rule(void) {
-  gpu_device fake = *test_device();
-  fake.fast_gemm = true;
-  fake.gemm_ok[GPU_GEMM_TC128K] = true;
-  fake.gemm_force = GPU_GEMM_TC128K;
-  fake.use_fast = GPU_FAST_ALL;
+  gpu_device fake = planning_device(GPU_GEMM_TC128K);
   static const struct {
     uint32_t m, n, k, sms, splits;
   } cases[] = {{138, 4096, 1024, 132, 2}, {138, 3072, 1024, 132, 2}, {138, 1024, 1024, 132, 8},
@@ -265,14 +272,11 @@ static void tc_split_rule(void) {
 /* gemm_cm2's plans, on a copy of the device that claims it and the
  * 16-subgroup gemm_tc tile: F16 weights take it, with a in f16 and pieces for
  * gemm_reduce even in one piece; BF16 weights (it cannot convert them as it
- * loads; the H200 showed them read as f16), outputs past the split scratch
- * and GEMMs recorded side by side take the gemm_tc tile. Plans only. */
+ * loads; the H200 showed them read as f16) and outputs past the split scratch
+ * take the gemm_tc tile. Plans only. */
 static void cm2_plan_rules(void) {
-  gpu_device fake = *test_device();
-  fake.fast_gemm = true;
-  fake.gemm_ok[GPU_GEMM_CM2] = fake.gemm_ok[GPU_GEMM_TC128W] = true;
-  fake.gemm_force = GPU_GEMM_CM2;
-  fake.use_fast = GPU_FAST_ALL;
+  gpu_device fake = planning_device(GPU_GEMM_CM2);
+  fake.gemm_ok[GPU_GEMM_TC128W] = true;
   fake.info.sm_count = 132;
   static const struct {
     gpu_wtype type;

@@ -7,24 +7,6 @@
 #include "base/mem.h"
 #include "gpu/internal.h"
 
-/* Defined here where Debian 12's headers (1.3.239) predate the extension. */
-#ifndef VK_KHR_cooperative_matrix
-#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
-typedef struct {
-  VkStructureType sType;
-  void *pNext;
-  uint32_t MSize, NSize, KSize;
-  uint32_t AType, BType, CType, ResultType;
-  VkBool32 saturatingAccumulation;
-  uint32_t scope;
-} VkCooperativeMatrixPropertiesKHR;
-#define STENO_STYPE_COOP_PROPS_KHR ((VkStructureType)1000506001)
-typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
-    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
-#else
-#define STENO_STYPE_COOP_PROPS_KHR VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
-#endif
-
 int gpu_vk_error(VkResult r, const char *what) {
   switch (r) {
     case VK_ERROR_OUT_OF_HOST_MEMORY:

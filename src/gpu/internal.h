@@ -8,12 +8,25 @@
 #include "gpu/gpu.h"
 #include "gpu/linear.h"
 
-/* Device memory shared by the buffers made while a model loads (a few
- * allocations instead of one per tensor); freed with its last buffer. */
-/* Feature structures newer than Debian 12's Vulkan headers (1.3.239), as the
- * Vulkan registry defines them: KHR cooperative matrices and NVIDIA's
- * cooperative_matrix2 (gemm_cm2). */
-#define GPU_VK_COOP_KHR_EXTENSION "VK_KHR_cooperative_matrix"
+/* What Debian 12's Vulkan headers (1.3.239) predate, as the Vulkan registry
+ * defines it: KHR cooperative matrices (their properties: the device list;
+ * their features: gemm_cm2) and NVIDIA's cooperative_matrix2 (gemm_cm2). */
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  uint32_t AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;
+} VkCooperativeMatrixPropertiesKHR;
+#define STENO_STYPE_COOP_PROPS_KHR ((VkStructureType)1000506001)
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
+#else
+#define STENO_STYPE_COOP_PROPS_KHR VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+#endif
 #define GPU_VK_COOP2_EXTENSION "VK_NV_cooperative_matrix2"
 #define GPU_STYPE_COOP_KHR_FEATURES ((VkStructureType)1000506000)
 #define GPU_STYPE_COOP2_FEATURES ((VkStructureType)1000593000)
@@ -29,6 +42,8 @@ typedef struct {
       tensor_addressing, block_loads;
 } gpu_vk_coop2_features;
 
+/* Device memory shared by the buffers made while a model loads (a few
+ * allocations instead of one per tensor); freed with its last buffer. */
 typedef struct gpu_block {
   VkDeviceMemory mem;
   VkDeviceSize size, used;

@@ -732,7 +732,7 @@ static int device_create(gpu_device *d) {
   if (d->coop2) {
     coop.pNext = &ck;
     f12.vulkanMemoryModel = VK_TRUE;
-    ext[next++] = GPU_VK_COOP_KHR_EXTENSION;
+    ext[next++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     ext[next++] = GPU_VK_COOP2_EXTENSION;
   }
   /* STENO_PIPELINE_STATS=1: what the driver's compiler made of each kernel
