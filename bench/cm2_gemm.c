@@ -235,48 +235,62 @@ static void open_device(void) {
 typedef struct {
   VkBuffer buf;
   VkDeviceMemory mem;
-  void *map;
+  void *map; /* host-visible buffers only */
 } buffer;
 
-/* Host-visible memory: the sizes here are small enough, and the kernel's
- * timing does not depend on where a benchmark's inputs came from once they
- * sit in device-local memory; a device-local type that is host visible too
- * (resizable BAR) is taken first. */
-static buffer make_buffer(VkDeviceSize size) {
+/* A buffer in memory with exactly these properties wanted (the first type
+ * that has them all). The kernel's operands live in device-local memory,
+ * staged through a host-visible buffer: the fifteenth session's version kept
+ * them in host memory, which the H200 reads over PCIe, and the check read its
+ * inputs back from write-combined memory (tens of seconds at 4096³). */
+static buffer make_buffer(VkDeviceSize size, VkMemoryPropertyFlags want, VkBufferUsageFlags usage) {
   buffer b = {0};
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                           .size = size,
-                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage};
   VK(vkCreateBuffer(dev, &bi, NULL, &b.buf));
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(dev, b.buf, &req);
-  VkMemoryPropertyFlags want[2] = {
-      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT};
-  for (int w = 0; w < 2 && !b.mem; w++)
-    for (uint32_t i = 0; i < mem_props.memoryTypeCount; i++) {
-      if (!(req.memoryTypeBits & (1u << i))) continue;
-      if ((mem_props.memoryTypes[i].propertyFlags & want[w]) != want[w]) continue;
-      VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                 .allocationSize = req.size,
-                                 .memoryTypeIndex = i};
-      if (vkAllocateMemory(dev, &ai, NULL, &b.mem) == VK_SUCCESS) {
-        /* which one matters to the timing: say it */
-        printf("  buffer of %.1f MiB in %s memory\n", (double)size / 1048576,
-               w == 0 ? "device-local (host-visible)" : "HOST");
-        break;
-      }
-    }
+  for (uint32_t i = 0; i < mem_props.memoryTypeCount && !b.mem; i++) {
+    if (!(req.memoryTypeBits & (1u << i)) || (mem_props.memoryTypes[i].propertyFlags & want) != want) continue;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = i};
+    if (vkAllocateMemory(dev, &ai, NULL, &b.mem) != VK_SUCCESS) b.mem = VK_NULL_HANDLE;
+  }
   if (!b.mem) die("allocating a buffer", VK_ERROR_OUT_OF_DEVICE_MEMORY);
   VK(vkBindBufferMemory(dev, b.buf, b.mem, 0));
-  VK(vkMapMemory(dev, b.mem, 0, VK_WHOLE_SIZE, 0, &b.map));
+  if (want & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) VK(vkMapMemory(dev, b.mem, 0, VK_WHOLE_SIZE, 0, &b.map));
   return b;
 }
 
+static buffer device_buffer(VkDeviceSize size) {
+  return make_buffer(size, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                         VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+}
+
+static buffer staging_buffer(VkDeviceSize size) {
+  return make_buffer(size, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+}
+
 static void free_buffer(buffer *b) {
-  vkUnmapMemory(dev, b->mem);
+  if (b->map) vkUnmapMemory(dev, b->mem);
   vkDestroyBuffer(dev, b->buf, NULL);
   vkFreeMemory(dev, b->mem, NULL);
+}
+
+/* Copies size bytes from one buffer to another and waits. */
+static void copy_buffer(VkCommandBuffer cb, VkFence fence, VkBuffer from, VkBuffer to, VkDeviceSize size) {
+  VK(vkResetCommandBuffer(cb, 0));
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK(vkBeginCommandBuffer(cb, &bi));
+  VkBufferCopy region = {0, 0, size};
+  vkCmdCopyBuffer(cb, from, to, 1, &region);
+  VK(vkEndCommandBuffer(cb));
+  VkSubmitInfo sub = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+  VK(vkResetFences(dev, 1, &fence));
+  VK(vkQueueSubmit(queue, 1, &sub, fence));
+  VK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
 }
 
 static uint16_t to_half(float f) {
@@ -408,12 +422,20 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
     p.kc = (p.kc + bk - 1) / bk * bk;
     splits = (p.k + p.kc - 1) / p.kc;
     p.splits = splits, p.lda = p.wk = p.k;
-    buffer a = make_buffer((VkDeviceSize)p.m * p.k * 2), b = make_buffer((VkDeviceSize)p.n * p.k * 2),
-           c = make_buffer((VkDeviceSize)splits * p.m * p.n * 4);
-    uint16_t *ah = a.map, *bh = b.map;
-    for (size_t i = 0; i < (size_t)p.m * p.k; i++) ah[i] = to_half(rand_unit());
-    for (size_t i = 0; i < (size_t)p.n * p.k; i++) bh[i] = to_half(rand_unit());
-    memset(c.map, 0xff, (size_t)splits * p.m * p.n * 4); /* NaN: an unwritten output shows */
+    size_t na = (size_t)p.m * p.k, nb = (size_t)p.n * p.k, nc = (size_t)splits * p.m * p.n;
+    uint16_t *ah = malloc(na * 2), *bh = malloc(nb * 2);
+    float *ch = malloc(nc * 4);
+    if (!ah || !bh || !ch) return fprintf(stderr, "cm2_gemm: out of memory\n"), 1;
+    for (size_t i = 0; i < na; i++) ah[i] = to_half(rand_unit());
+    for (size_t i = 0; i < nb; i++) bh[i] = to_half(rand_unit());
+    buffer a = device_buffer(na * 2), b = device_buffer(nb * 2), c = device_buffer(nc * 4);
+    buffer stage = staging_buffer(nc * 4 > na * 2 ? nc * 4 > nb * 2 ? nc * 4 : nb * 2 : na * 2 > nb * 2 ? na * 2 : nb * 2);
+    memcpy(stage.map, ah, na * 2);
+    copy_buffer(cb, fence, stage.buf, a.buf, na * 2);
+    memcpy(stage.map, bh, nb * 2);
+    copy_buffer(cb, fence, stage.buf, b.buf, nb * 2);
+    memset(stage.map, 0xff, nc * 4); /* NaN: an unwritten output shows */
+    copy_buffer(cb, fence, stage.buf, c.buf, nc * 4);
     VkDescriptorSet set;
     VK(vkResetDescriptorPool(dev, dp, 0));
     VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
@@ -467,7 +489,8 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
         if (pass >= 2 && dt < best) best = dt;
       } while (now_ms() < until);
       if (pass == 0) { /* check sampled outputs */
-        const float *ch = c.map;
+        copy_buffer(cb, fence, c.buf, stage.buf, nc * 4);
+        memcpy(ch, stage.map, nc * 4);
         double worst = 0;
         int bad = 0;
         for (int t = 0; t < 4096; t++) {
@@ -492,7 +515,8 @@ static int run(const char *path, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t
     double us = best / reps * 1e3;
     printf("  %ux%ux%u/%u: %.2f us a call (%d a submission), %.1f TFLOP/s, grid %ux%ux%u\n", p.m, p.n, p.k,
            splits, us, reps, flop / us * 1e-6, gx, gy, splits);
-    free_buffer(&a), free_buffer(&b), free_buffer(&c);
+    free_buffer(&a), free_buffer(&b), free_buffer(&c), free_buffer(&stage);
+    free(ah), free(bh), free(ch);
   }
   return failed;
 }

@@ -23,15 +23,18 @@
 # spirv-val cannot check them (a newer one passed this module); the probe
 # checks the products on the device before the kernel is used. Ids are
 # numeric (--preserve-numeric-ids) so that raw words can name them.
-#   src/gpu/kernels/gemm_cm2.sh OUT.spv [UNROLL] [CLAMP]
+#   src/gpu/kernels/gemm_cm2.sh OUT.spv [UNROLL] [CLAMP] [ALIGN]
 # UNROLL (4): BK steps per trip of the loop (any k still: steps past k load
 # zeros). CLAMP 1 (the default): out-of-bounds loads read 0; 0: no bounds
 # checks (the clamp mode Undefined: right only where m, n and k are
-# multiples of the tile; for benchmarks).
+# multiples of the tile; for benchmarks). ALIGN 1: lda and wk are taken as
+# multiples of 8 (their low bits cleared), so the compiler may assume rows
+# start on 16 bytes; 0 (the default): any strides.
 set -e
 out=${1:?usage: gemm_cm2.sh OUT.spv [UNROLL] [CLAMP]}
 unroll=${2:-4}
 clamp=${3:-1}
+align=${4:-0}
 asm=$(mktemp)
 trap 'rm -f "$asm"' EXIT
 
@@ -153,6 +156,7 @@ OpDecorate %115 Binding 5
 %300 = OpConstant %6 2
 %302 = OpConstant %6 1
 %303 = OpConstant %6 2
+%472 = OpConstant %6 4294967288
 EOF
   echo "%305 = OpConstant %6 $unroll"
   echo "%304 = OpSpecConstantOp %6 IMul %50 %305"
@@ -205,12 +209,18 @@ EOF
 %422 = OpAccessChain %123 %115 %58 %467
 %409 = OpCopyObject %6 %405
 EOF
+  lda=457 wk=455
+  if [ "$align" = 1 ]; then
+    echo "%470 = OpBitwiseAnd %6 %457 %472"
+    echo "%471 = OpBitwiseAnd %6 %455 %472"
+    lda=470 wk=471
+  fi
   raw 5372 320 410                 # A's layout
   raw 5373 320 411 410 401 465     #   m × this piece's end of k
-  raw 5374 320 406 411 457 302     #   strides lda, 1
+  raw 5374 320 406 411 $lda 302    #   strides lda, 1
   raw 5372 320 412                 # B's layout
   raw 5373 320 413 412 403 465     #   n × the same
-  raw 5374 320 407 413 455 302     #   strides wk, 1
+  raw 5374 320 407 413 $wk 302     #   strides wk, 1
   raw 5372 320 414                 # C's layout
   raw 5373 320 415 414 401 403     #   m × n
   raw 5374 320 408 415 403 302     #   strides n, 1
