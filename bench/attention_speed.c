@@ -4,7 +4,8 @@
  * on the tensor cores (mm: attention_scores_tc, attention_values_tc; plain
  * attention only; then its other scores and values tiles,
  * gpu_attention_mm_tile) and in one dispatch (flash_mm: plain, head sizes
- * up to 64), each
+ * up to 64; then its other shapes, and its default shape with hi + lo
+ * scores only and with f16 alone, gpu_attention_mm_precision), each
  * where its probe passed, at the encoders' shapes:
  * Parakeet 0.6B's relative attention (8 heads of 128) for 11 s and 60 s and
  * a batch of 64 × 11 s, Whisper turbo's plain attention (20 heads of 64,
@@ -162,6 +163,17 @@ static void run(gpu_device *d, const shape *s, int reps) {
       for (size_t e = 0; e < on; e++) dt = fmax(dt, fabs(want[e] - got[e]));
       printf("\n    %s %8.1f µs (max |diff| %.1e)", name, ut, dt);
       gpu_attention_mm_flash_shape(0);
+    }
+    /* flash_mm's default shape with fewer hi + lo products. */
+    for (uint32_t prec = 2; paths[i].path == GPU_ATTN_FLASH_MM && prec >= 1; prec--) {
+      gpu_attention_mm_precision(prec);
+      double ut = timed(d, &(call){&a, s->relative, false, 0, 0}, reps);
+      if (gpu_download(o, 0, got, on * sizeof(float))) exit(1);
+      double dt = 0;
+      for (size_t e = 0; e < on; e++) dt = fmax(dt, fabs(want[e] - got[e]));
+      printf("\n    %s %8.1f µs (max |diff| %.1e)",
+             prec == 2 ? "hi + lo scores, f16 p and v" : "f16 alone", ut, dt);
+      gpu_attention_mm_precision(3);
     }
     /* The mm path's other scores tiles, then its other values tiles, each
      * against the portable output. */

@@ -22,10 +22,11 @@ typedef struct {
 /* The chunked mask of the next one() (NeMo's chunked_limited): 0, or the
  * chunk length and the chunks of left context. */
 static size_t test_chunk, test_left;
-/* The tolerance of the path under test: flash_tc's f16 scores, and the two
- * products' hi + lo f16 scores and values (in a numpy replica of these
- * cases ~1e-6; with f16 probabilities and values ~5e-4, f16 alone 1.8–3.8e-3
- * at the sharp scale below). */
+/* The tolerance of the path under test: flash_tc's f16 scores (and
+ * flash_mm's at precision 2 and 1), and the two products' hi + lo f16 scores
+ * and values (in a numpy replica of these cases ~1e-6; with f16
+ * probabilities and values ~5e-4, f16 alone 1.8–3.8e-3 at the sharp scale
+ * below). */
 #define TC_TOL 4e-3f
 #define MM_TOL 1e-4f
 static float test_tol = KERNEL_TOL;
@@ -394,6 +395,15 @@ int main(void) {
       if (path == 3) printf("  scores tile %u, values tile %u\n", sc, va);
       if (path == 4) printf("  %s\n", gpu_attention_mm_flash_shape(tile));
       attentions();
+    }
+    /* flash_mm's default shape with fewer hi + lo products (gpu_attention_mm_precision):
+     * f16 in them, so flash_tc's tolerance. */
+    for (uint32_t prec = 2; path == 4 && prec >= 1; prec--) {
+      gpu_attention_mm_precision(prec);
+      test_tol = TC_TOL;
+      printf("  precision %u (%s)\n", prec, prec == 2 ? "hi + lo scores, f16 p and v" : "f16 alone");
+      attentions();
+      gpu_attention_mm_precision(3);
     }
   }
   for (int i = 0; i < 4; i++) d->fast[kinds[i]] = passed[i];

@@ -440,7 +440,7 @@ static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
   uint32_t sgs = flash_shapes[flash_shape].sgs;
   if (!sgs && (a->flash_subgroups == 4 || a->flash_subgroups == 8)) sgs = a->flash_subgroups;
   if (!sgs) sgs = (uint64_t)(a->t + 127) / 128 * z >= FLASH_FULL ? 8 : 4;
-  uint32_t spec[5] = {batched, a->head_dim, sgs, flash_shapes[flash_shape].ahead, 32 * sgs};
+  uint32_t spec[6] = {batched, a->head_dim, sgs, flash_shapes[flash_shape].ahead, 32 * sgs, mm_precision};
   struct {
     uint32_t t, head_dim;
     float scale;
@@ -450,7 +450,7 @@ static void flash_mm(gpu_rec *rec, const gpu_attn *a, float scale) {
           a->o.stride, a->heads,    a->mask != NULL};
   gpu_buffer *fb[] = {a->q.buf, a->k.buf, a->v.buf, a->mask ? a->mask : a->q.buf, a->o.buf,
                       batched ? a->lens : a->q.buf};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 5), fb, 6, &fp, sizeof fp, 1,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "flash_mm", spec, 6), fb, 6, &fp, sizeof fp, 1,
                (a->t + 16 * sgs - 1) / (16 * sgs), z); /* 16 queries a subgroup */
 }
 

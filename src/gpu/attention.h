@@ -93,10 +93,11 @@ void gpu_rel_attention(gpu_rec *rec, const gpu_attn *a);
 void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uint32_t kb,
                              uint32_t skip);
 
-/* The tensor-core attention's precision for later recordings, in this
- * process: 3 (the default: scores and values each as hi + lo f16 products),
- * 2 (hi + lo scores, f16 probabilities and values) or 1 (f16 alone):
- * bench/attention_speed's accuracy experiments. */
+/* The tensor-core attention's precision (the two products' and flash_mm's)
+ * for later recordings, in this process: 3 (the default: scores and values
+ * each as hi + lo f16 products), 2 (hi + lo scores, f16 probabilities and
+ * values) or 1 (f16 alone): bench/attention_speed's experiments and
+ * test_attention. */
 void gpu_attention_mm_precision(uint32_t level);
 /* Whether the tensor-core attention may take flash_mm for later recordings,
  * in this process (on by default; off: the two products), for benchmarks and

@@ -96,3 +96,9 @@ uint pack_lo(vec2 v) {
 }
 uvec4 pack8_hi(vec4 x, vec4 y) { return uvec4(pack_hi(x.xy), pack_hi(x.zw), pack_hi(y.xy), pack_hi(y.zw)); }
 uvec4 pack8_lo(vec4 x, vec4 y) { return uvec4(pack_lo(x.xy), pack_lo(x.zw), pack_lo(y.xy), pack_lo(y.zw)); }
+// The same 8 values rounded to f16 (to nearest; clamped to ±65504): one
+// product a term where hi + lo would make three.
+uvec4 pack8_f16(vec4 x, vec4 y) {
+  vec4 cx = clamp(x, -65504.0, 65504.0), cy = clamp(y, -65504.0, 65504.0);
+  return uvec4(packHalf2x16(cx.xy), packHalf2x16(cx.zw), packHalf2x16(cy.xy), packHalf2x16(cy.zw));
+}

@@ -6,7 +6,11 @@
 // (keys past len and those the mask drops excluded; a row with none gets 0).
 // q, k, the probabilities and v are each split into hi (the top 11 significant
 // bits) and lo (common.glsl's pack_hi, pack_lo) when staged in shared memory:
-// three f16 products per term (hi·hi, lo·hi, hi·lo) summed in f32.
+// three f16 products per term (hi·hi, lo·hi, hi·lo) summed in f32. PREC
+// (spec constant 5) trades that for speed: 3 (the default) as above; 2 the
+// scores so, the probabilities and v rounded to f16 (one product a term); 1
+// everything rounded to f16 (as fp16 attention on any GPU framework: one
+// product a term in both).
 //
 // q, k, v  f32 (bindings 0, 1, 2): row i of head h at x_off + (c·t + i)·x_stride
 //          + h·head_dim (c the clip with BATCH), offsets and strides multiples
@@ -52,6 +56,8 @@ layout(constant_id = 1) const uint HD = 64; // head_dim: 16, 32, 48 or 64
 layout(constant_id = 2) const uint SGS = 8;
 layout(constant_id = 3) const uint PREFETCH = 1;
 layout(constant_id = 4) const uint THREADS = 256; // 32 · SGS
+layout(constant_id = 5) const uint PREC = 3;       // 3, 2 or 1: above
+const bool QK_LO = PREC >= 2, PV_LO = PREC == 3; // scores, P·V with hi + lo
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { vec4 k4[]; };
@@ -99,16 +105,16 @@ void fetch(uint j0, uint rb, uint col, uint len) {
   }
 }
 
-// Registers → the stage: k and v each as hi and lo.
+// Registers → the stage: k and v each as hi and lo (or rounded to f16).
 void stage() {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint x = 0; x < CL; x++) {
     uint e = tid + x * THREADS, r = (e / (HD / 8)) * HROW + e % (HD / 8);
     if (e >= CH) break;
-    sm[r] = pack8_hi(rk[2 * x], rk[2 * x + 1]);
-    sm[KH + r] = pack8_lo(rk[2 * x], rk[2 * x + 1]);
-    sm[2 * KH + r] = pack8_hi(rv[2 * x], rv[2 * x + 1]);
-    sm[3 * KH + r] = pack8_lo(rv[2 * x], rv[2 * x + 1]);
+    sm[r] = QK_LO ? pack8_hi(rk[2 * x], rk[2 * x + 1]) : pack8_f16(rk[2 * x], rk[2 * x + 1]);
+    if (QK_LO) sm[KH + r] = pack8_lo(rk[2 * x], rk[2 * x + 1]);
+    sm[2 * KH + r] = PV_LO ? pack8_hi(rv[2 * x], rv[2 * x + 1]) : pack8_f16(rv[2 * x], rv[2 * x + 1]);
+    if (PV_LO) sm[3 * KH + r] = pack8_lo(rv[2 * x], rv[2 * x + 1]);
   }
 }
 
@@ -136,15 +142,15 @@ void main() {
     uint a = i < p.t ? (p.q_off + (rb + i) * p.q_stride + c) / 4 : 0;
     vec4 x0 = i < p.t ? q4[a] : vec4(0.0), x1 = i < p.t ? q4[a + 1] : vec4(0.0);
     uint r = (e / (HD / 8)) * HROW + e % (HD / 8);
-    sm[r] = pack8_hi(x0, x1);
-    sm[QH + r] = pack8_lo(x0, x1);
+    sm[r] = QK_LO ? pack8_hi(x0, x1) : pack8_f16(x0, x1);
+    if (QK_LO) sm[QH + r] = pack8_lo(x0, x1);
   }
   fetch(0, rb, col, len);
   barrier();
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fqh[ND], fql[ND];
   [[unroll]] for (uint d = 0; d < ND; d++) {
     coopMatLoadNV(fqh[d], sm, wr * HROW + 2 * d, HROW, false);
-    coopMatLoadNV(fql[d], sm, QH + wr * HROW + 2 * d, HROW, false);
+    if (QK_LO) coopMatLoadNV(fql[d], sm, QH + wr * HROW + 2 * d, HROW, false);
   }
   barrier(); // q is in registers: the area is the stage and the scratch from here
   stage();
@@ -178,10 +184,12 @@ void main() {
       [[unroll]] for (uint d = 0; d < ND; d++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> kh, kl;
         coopMatLoadNV(kh, sm, 16 * n * HROW + 2 * d, HROW, true);
-        coopMatLoadNV(kl, sm, KH + 16 * n * HROW + 2 * d, HROW, true);
         s = coopMatMulAddNV(fqh[d], kh, s);
-        s = coopMatMulAddNV(fql[d], kh, s);
-        s = coopMatMulAddNV(fqh[d], kl, s);
+        if (QK_LO) {
+          coopMatLoadNV(kl, sm, KH + 16 * n * HROW + 2 * d, HROW, true);
+          s = coopMatMulAddNV(fql[d], kh, s);
+          s = coopMatMulAddNV(fqh[d], kl, s);
+        }
       }
       coopMatStoreNV(s, sm, ss + 4 * n, SROW, false);
     }
@@ -208,8 +216,8 @@ void main() {
       }
       sum += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
       uint w = r * PROW + (c0 + x) / 8;
-      sm[ph + w] = pack8_hi(a, b);
-      sm[pl + w] = pack8_lo(a, b);
+      sm[ph + w] = PV_LO ? pack8_hi(a, b) : pack8_f16(a, b);
+      if (PV_LO) sm[pl + w] = pack8_lo(a, b);
     }
     sum += subgroupShuffleXor(sum, 16);
     l = l * alpha + sum;
@@ -223,14 +231,16 @@ void main() {
     [[unroll]] for (uint kk = 0; kk < KB / 16; kk++) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fph, fpl;
       coopMatLoadNV(fph, sm, ph + 2 * kk, PROW, false);
-      coopMatLoadNV(fpl, sm, pl + 2 * kk, PROW, false);
+      if (PV_LO) coopMatLoadNV(fpl, sm, pl + 2 * kk, PROW, false);
       [[unroll]] for (uint d = 0; d < ND; d++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> vh, vl;
         coopMatLoadNV(vh, sm, 2 * KH + 16 * kk * HROW + 2 * d, HROW, false);
-        coopMatLoadNV(vl, sm, 3 * KH + 16 * kk * HROW + 2 * d, HROW, false);
         acc[d] = coopMatMulAddNV(fph, vh, acc[d]);
-        acc[d] = coopMatMulAddNV(fpl, vh, acc[d]);
-        acc[d] = coopMatMulAddNV(fph, vl, acc[d]);
+        if (PV_LO) {
+          coopMatLoadNV(vl, sm, 3 * KH + 16 * kk * HROW + 2 * d, HROW, false);
+          acc[d] = coopMatMulAddNV(fpl, vh, acc[d]);
+          acc[d] = coopMatMulAddNV(fph, vl, acc[d]);
+        }
       }
     }
     if (more) {
