@@ -25,9 +25,11 @@
 # numeric (--preserve-numeric-ids) so that raw words can name them.
 #   src/gpu/kernels/gemm_cm2.sh OUT.spv [UNROLL] [CLAMP] [ALIGN]
 # UNROLL (4): BK steps per trip of the loop (any k still: steps past k load
-# zeros). CLAMP 1 (the default): out-of-bounds loads read 0; 0: no bounds
-# checks (the clamp mode Undefined: right only where m, n and k are
-# multiples of the tile; for benchmarks). ALIGN 1: lda and wk are taken as
+# zeros). CLAMP 1 (the default): out-of-bounds loads read 0; 0: a's and W's
+# loads unchecked (the clamp mode Undefined): right where n is a multiple
+# of BN and each piece of k a multiple of BK·UNROLL, with a's rows readable
+# up to the next multiple of BM (what they hold there reaches only outputs
+# past m). Stores are always checked: outputs past m or n are dropped. ALIGN 1: lda and wk are taken as
 # multiples of 8 (their low bits cleared), so the compiler may assume rows
 # start on 16 bytes; 0 (the default): any strides.
 set -e
@@ -169,7 +171,16 @@ EOF
   echo "%315 = OpUndef %311"
   # tensor layouts of 2 dimensions (%300 = 2), clamp mode Constant (1, %302)
   # or Undefined (0, %20)
-  if [ "$clamp" = 1 ]; then raw 5370 320 300 302; else raw 5370 320 300 20; fi
+  # C's layout is always clamped (stores past m or n are dropped): %320
+  # itself where a's and W's are, else %321
+  if [ "$clamp" = 1 ]; then
+    raw 5370 320 300 302
+    ct=320
+  else
+    raw 5370 320 300 20
+    raw 5370 321 300 302
+    ct=321
+  fi
   # the transposing view: 2 dimensions, no dimensions of its own, order 1 0
   raw 5371 325 300 75 302 20
   # (a raw instruction must not follow one whose operands are variadic or
@@ -221,9 +232,9 @@ EOF
   raw 5372 320 412                 # B's layout
   raw 5373 320 413 412 403 465     #   n × the same
   raw 5374 320 407 413 $wk 302     #   strides wk, 1
-  raw 5372 320 414                 # C's layout
-  raw 5373 320 415 414 401 403     #   m × n
-  raw 5374 320 408 415 403 302     #   strides n, 1
+  raw 5372 $ct 414                 # C's layout
+  raw 5373 $ct 415 414 401 403     #   m × n
+  raw 5374 $ct 408 415 403 302     #   strides n, 1
   raw 5377 325 416                 # the transposing view
   cat <<'EOF'
 OpBranch %33
@@ -265,7 +276,7 @@ OpBranch %36
 OpBranch %33
 %35 = OpLabel
 EOF
-  raw 5375 320 450 408 18 17 24 23 # C's slice: rows row0 + BM, columns col0 + BN
+  raw 5375 $ct 450 408 18 17 24 23 # C's slice: rows row0 + BM, columns col0 + BN
   raw 5368 422 431 450 0 0         # store C
   cat <<'EOF'
 OpReturn
