@@ -20,6 +20,8 @@
  *   STENO_GEMM_CM2=1       the experimental GEMM through NVIDIA's cooperative_matrix2 (its
  *                          features enabled, probed and timed where offered; not yet run on
  *                          a GPU, so off by default)
+ *   STENO_ATTENTION_PRECISION=3|2|1  the tensor-core attention's products: hi + lo f16 in
+ *                          scores and values (3, the default), in scores only (2), f16 alone (1)
  * and XDG_CACHE_HOME / HOME for the caches' default folder.
  *
  * Threads. A steno_model holds what is read-only once loaded (weights on the

@@ -370,6 +370,7 @@ static void three(gpu_rec *rec, const gpu_attn *a, bool relative, float scale) {
 static uint32_t mm_precision = 3;
 
 void gpu_attention_mm_precision(uint32_t level) { mm_precision = level >= 1 && level <= 3 ? level : 3; }
+uint32_t gpu_attention_mm_precision_now(void) { return mm_precision; }
 
 /* attention_scores_tc's tiles (its spec constants 2 .. 5): subgroups down and
  * across, accumulators per subgroup down and across; MM_TILE keys each. The

@@ -99,6 +99,7 @@ void gpu_flash_tc_experiment(gpu_rec *rec, const gpu_attn *a, bool relative, uin
  * values) or 1 (f16 alone): bench/attention_speed's experiments and
  * test_attention. */
 void gpu_attention_mm_precision(uint32_t level);
+uint32_t gpu_attention_mm_precision_now(void);
 /* Whether the tensor-core attention may take flash_mm for later recordings,
  * in this process (on by default; off: the two products), for benchmarks and
  * tests. */

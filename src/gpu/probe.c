@@ -523,6 +523,14 @@ static const struct {
                                 SG_ARITHMETIC, false, 1e-5f},
 };
 
+/* A fast kernel's tolerance: the tensor-core attention with f16 in its
+ * products (gpu_attention_mm_precision below 3) takes flash_tc's. */
+static float probe_tol(gpu_fast_kernel k) {
+  if (k == GPU_FAST_ATTENTION_MM && gpu_attention_mm_precision_now() < 3)
+    return fast_kernels[GPU_FAST_ATTENTION_TC].tol;
+  return fast_kernels[k].tol;
+}
+
 const char *gpu_fast_name(gpu_fast_kernel k) { return fast_kernels[k].name; }
 bool gpu_fast_offered(const gpu_device *d, gpu_fast_kernel k) {
   unsigned sg = fast_kernels[k].subgroups;
@@ -549,7 +557,7 @@ void gpu_probe_fast(gpu_device *d) {
   bool passed[GPU_FAST_KINDS] = {false};
   for (int k = 0; k < GPU_FAST_KINDS; k++)
     if (fast_kernels[k].op && gpu_fast_offered(d, (gpu_fast_kernel)k))
-      passed[k] = twin_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op, fast_kernels[k].tol);
+      passed[k] = twin_probe(d, (gpu_fast_kernel)k, fast_kernels[k].op, probe_tol((gpu_fast_kernel)k));
   for (int k = 0; k < GPU_FAST_KINDS; k++) d->fast[k] = passed[k];
   /* On a CPU device (lavapipe) the fast kernels were measured 2.5–26× faster
    * (docs/perf.md) and timing the portable ones there costs seconds: used as

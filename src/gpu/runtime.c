@@ -10,6 +10,7 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "base/timer.h"
+#include "gpu/attention.h"
 #include "gpu/internal.h"
 #include "gpu/spirv.h"
 
@@ -825,6 +826,11 @@ static int device_create(gpu_device *d) {
   }
   TRY(gpu_buffer_new(d, 16, &d->spare));
   gpu_pcache_open(d);
+  /* STENO_ATTENTION_PRECISION=1|2|3: the tensor-core attention's products
+   * (gpu_attention_mm_precision; its probe's tolerance follows), for
+   * side-by-side runs. */
+  const char *prec = getenv("STENO_ATTENTION_PRECISION");
+  if (prec && *prec) gpu_attention_mm_precision((uint32_t)atoi(prec));
   if (!off) gpu_probe_fast(d);
   /* ALL: every fast kernel that passed its probe, faster or not (to test
    * them on a GPU); AUTO and TIMED: the faster of each pair. */
