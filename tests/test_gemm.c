@@ -296,6 +296,33 @@ static void cm2_plan_rules(void) {
   }
 }
 
+/* gemm_cm2u's plans (its loads unchecked), on a copy of the device that
+ * claims it and the 16-subgroup gemm_tc tile: only where n is a multiple of
+ * its 128 columns, k of its trip (4 steps of 64) and W's rows of 8 halves,
+ * and a's f16 copy holds whole row tiles (13 107 rows of 3 840 fit the copy,
+ * 13 184 padded do not; 13 056 are whole tiles); its pieces of k are whole
+ * trips. Plans only. */
+static void cm2u_plan_rules(void) {
+  gpu_device fake = planning_device(GPU_GEMM_CM2U);
+  fake.gemm_ok[GPU_GEMM_TC128W] = true;
+  fake.info.sm_count = 132;
+  static const struct {
+    uint32_t m, n, k, wk;
+    bool cm2u;
+  } cases[] = {{138, 3072, 1024, 1024, true},  {1500, 1280, 1280, 1280, true}, {138, 1024, 4096, 4096, true},
+               {138, 1000, 1024, 1024, false}, {138, 1024, 1000, 1000, false}, {138, 1024, 1024, 1028, false},
+               {13107, 512, 3840, 3840, false}, {13056, 512, 3840, 3840, true}, {138, 1024, 1024, 1032, true}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    gpu_linear l = {.type = GPU_F16, .n = cases[i].n, .rows = cases[i].n, .k = cases[i].k, .wk = cases[i].wk};
+    gpu_gemm_plan g;
+    gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
+    bool want = cases[i].cm2u;
+    CHECK(want ? g.v == GPU_GEMM_CM2U && g.a16 && g.parts && g.kc % 256 == 0 : g.v == GPU_GEMM_TC128W,
+          "%ux%ux%u (wk %u): variant %d (a16 %d, pieces %d of %u), want %s", cases[i].m, cases[i].n,
+          cases[i].k, cases[i].wk, (int)g.v, g.a16, g.parts, g.kc, want ? "gemm_cm2u" : "the gemm_tc tile");
+  }
+}
+
 /* Parakeet 0.6B's FFN down at an 11 s clip, 138×1024×4096: few tiles and a
  * long k, so gpu_gemm cuts k (6 pieces on the portable kernel, 48 tiles) and
  * gemm_reduce sums them; checked to split before the outputs are checked, so
@@ -419,7 +446,7 @@ static void fused_norm2(size_t n_out, size_t k, size_t m, bool split) {
   gpu_gemm_plan plan;
   gpu_gemm_plan_for(d, &l, (uint32_t)k, (uint32_t)m, &plan);
   /* gemm_cm2 (where it is the choice) always leaves its sums to the reduce */
-  CHECK(plan.parts == (split || plan.v == GPU_GEMM_CM2), "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out,
+  CHECK(plan.parts == (split || gpu_gemm_is_cm2(plan.v)), "gemm_norm2 %zux%zux%zu: %u pieces", m, n_out,
         k, plan.splits);
   float *a = test_random(m * k, 35), *c0 = test_random(m * width, 36);
   float *y0 = test_random(m * ys, 37);
@@ -486,7 +513,7 @@ static void a16_same(size_t m, size_t n, size_t k, size_t lda) {
   gpu_buffer *ab = test_upload(a, m * lda);
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
     if (!use_splitting(d, v)) continue; /* gemm_tc's tiles that passed */
-    if (v == GPU_GEMM_CM2) continue;    /* it reads a in f16 always: no other way to compare */
+    if (gpu_gemm_is_cm2((gpu_gemm_variant)v)) continue; /* a in f16 always: no other way to compare */
     float *out[2];
     for (int on = 0; on < 2; on++) {
       gpu_gemm_a16(d, on ? 1 : UINT32_MAX);
@@ -533,6 +560,7 @@ int main(void) {
   no_rows();
   tc_split_rule();
   cm2_plan_rules();
+  cm2u_plan_rules();
   if (gpu_fast_passed(d, GPU_FAST_GEMM_CPU)) { /* its grid's rows: one per 8 rows of a, ≤ 65 535 */
     float w[64 * 32] = {0};
     gpu_linear l;

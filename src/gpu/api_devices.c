@@ -30,9 +30,10 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
               gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? gpu_gemm_variant_used(d, (gpu_gemm_variant)v)
                                                                 ? "(probe passed, used)"
                                                                 : "(probe passed, slower here: not used)"
-              : d->coop && (v != GPU_GEMM_CM2 || d->coop2) ? "(probe FAILED: not used)"
-              : v == GPU_GEMM_CM2 && d->info.coop2 && d->coop ? "(experimental, off: STENO_GEMM_CM2=1 turns it on)"
-              : v == GPU_GEMM_CM2 && d->coop ? "(cooperative_matrix2 not offered)"
+              : d->coop && (!gpu_gemm_is_cm2((gpu_gemm_variant)v) || d->coop2) ? "(probe FAILED: not used)"
+              : gpu_gemm_is_cm2((gpu_gemm_variant)v) && d->info.coop2 && d->coop
+                  ? "(experimental, off: STENO_GEMM_CM2=1 turns it on)"
+              : gpu_gemm_is_cm2((gpu_gemm_variant)v) && d->coop ? "(cooperative_matrix2 not offered)"
                                                           : "(not offered: portable kernels)");
     }
     for (int k = 0; k < GPU_FAST_KINDS; k++) {

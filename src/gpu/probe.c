@@ -20,12 +20,20 @@
 /* A 70×96·(96×64)ᵀ GEMM with F16 weights by fast variant v against the same
  * math on the CPU (70 rows: a partial row tile; 64 columns: a partial column
  * tile for the 128-wide ones; 96: three k steps), with a rounded to f16 where
- * the variant rounds it. */
+ * the variant rounds it. gemm_cm2u takes only whole column tiles and trips
+ * of k: 70×256·(256×128)ᵀ (its 70 rows still a partial row tile). */
 static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  enum { M = 70, N = 64, K = 96 };
-  float a[M * K], wf[N * K], want[M * N], got[M * N], layout[2] = {0, 0};
-  uint16_t wh[N * K];
+  bool whole = v == GPU_GEMM_CM2U;
+  const int M = 70, N = whole ? 128 : 64, K = whole ? 256 : 96;
+  float *a = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), layout[2] = {0, 0};
+  uint16_t *wh = malloc(sizeof(uint16_t) * (size_t)(N * K));
+  if (!a || !wh) {
+    free(a), free(wh);
+    return false;
+  }
+  float *wf = a + M * K, *want = wf + N * K, *got = want + M * N;
+  size_t got_bytes = sizeof(float) * (size_t)(M * N);
   uint32_t s = 12345;
   for (int i = 0; i < M * K; i++) a[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
   for (int i = 0; i < N * K; i++) {
@@ -40,11 +48,11 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
       want[r * N + j] = (float)acc;
     }
   gpu_linear l = {0};
-  gpu_weight part = {wh, N};
+  gpu_weight part = {wh, (uint32_t)N};
   gpu_buffer *ab = NULL, *cb = NULL;
   gpu_rec *rec = NULL;
-  bool ok = !gpu_linear_new(d, GPU_F16, K, &part, 1, NULL, 0, &l) &&
-            !gpu_buffer_from(d, a, sizeof a, &ab) && !gpu_buffer_new(d, sizeof got, &cb) &&
+  bool ok = !gpu_linear_new(d, GPU_F16, (uint32_t)K, &part, 1, NULL, 0, &l) &&
+            !gpu_buffer_from(d, a, sizeof(float) * (size_t)(M * K), &ab) && !gpu_buffer_new(d, got_bytes, &cb) &&
             !gpu_rec_new(d, &rec);
   d->fast_gemm = true;
   d->use_fast = GPU_FAST_ALL;
@@ -52,7 +60,7 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   d->gemm_force = v;
   /* An empty problem writes the subgroup size and count (gemm_cm2's
    * workgroup-scope matrices have no layout of ours to check). */
-  bool layout_check = v != GPU_GEMM_CM2;
+  bool layout_check = !gpu_gemm_is_cm2(v);
   if (!layout_check) layout[0] = 32, layout[1] = (float)(t->sg_m * t->sg_n);
   if (ok && layout_check) ok = !gpu_rec_begin(rec);
   if (ok && layout_check) {
@@ -65,8 +73,8 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   }
   if (ok) ok = !gpu_rec_begin(rec);
   if (ok) {
-    gpu_gemm(rec, ab, &l, cb, M, GPU_EPI_BIAS, 0);
-    ok = !gpu_rec_run(rec) && !gpu_download(cb, 0, got, sizeof got);
+    gpu_gemm(rec, ab, &l, cb, (uint32_t)M, GPU_EPI_BIAS, 0);
+    ok = !gpu_rec_run(rec) && !gpu_download(cb, 0, got, got_bytes);
   }
   float worst = 0;
   for (int i = 0; ok && i < M * N; i++) worst = fmaxf(worst, fabsf(got[i] - want[i]));
@@ -79,6 +87,7 @@ static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   gpu_buffer_free(ab);
   gpu_buffer_free(cb);
   gpu_linear_free(&l);
+  free(a), free(wh);
   log_info("fast GEMM probe, %s %u×%u tile%s: %s (subgroups %g × %g, max |error| %g)", t->kernel,
            t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->bk == 64 ? ", k by 64" : "",
            ok ? "passed" : "failed", layout[1], layout[0], worst);
@@ -552,7 +561,7 @@ void gpu_probe_fast(gpu_device *d) {
   if (gpu_probe_cache_load(d)) return;
   bool gemm_ok[GPU_GEMM_VARIANTS] = {false};
   for (int v = 1; d->coop && v < GPU_GEMM_VARIANTS; v++)
-    if (v != GPU_GEMM_CM2 || d->coop2) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
+    if (!gpu_gemm_is_cm2((gpu_gemm_variant)v) || d->coop2) gemm_ok[v] = gemm_probe(d, (gpu_gemm_variant)v);
   for (int v = 1; v < GPU_GEMM_VARIANTS; v++) d->fast_gemm |= d->gemm_ok[v] = gemm_ok[v];
   bool passed[GPU_FAST_KINDS] = {false};
   for (int k = 0; k < GPU_FAST_KINDS; k++)
