@@ -5,7 +5,9 @@
 # scripts/dump_parakeet.py) never emits blank and allows 100 symbols per frame,
 # so decoding a 26 s clip takes 100 · 332 steps: about 15 s on lavapipe, far
 # longer than the 5 s allowed here, so only the search's own polling of the
-# abort callback can meet the limit.
+# abort callback can meet the limit. The search is the GPU's (STENO_DECODER=gpu):
+# on lavapipe the default is the host's, which ends it in under 2 s
+# (test_transducer_gpu checks the host search's polling).
 # Usage: tests/cli_interrupt.sh path/to/steno
 set -u
 steno=${1:?usage: cli_interrupt.sh path/to/steno}
@@ -27,7 +29,7 @@ sox "$tmp/raw.wav" -r 16000 -c 1 -b 16 "$tmp/long.wav" repeat 7 || exit 1
 interrupt() {
   local sig=$1 want=$2
   mkdir "$tmp/$sig"
-  "$steno" run "$model" "$tmp/long.wav" -o "$tmp/$sig/out.txt" 2>"$tmp/$sig/err" &
+  STENO_DECODER=gpu "$steno" run "$model" "$tmp/long.wav" -o "$tmp/$sig/out.txt" 2>"$tmp/$sig/err" &
   local pid=$!
   sleep 2
   kill -s "$sig" $pid

@@ -201,7 +201,7 @@ static void transcriptions(parakeet_session *ps, const clip_ref *c) {
   const float *pcm[8] = {c[0].pcm, c[1].pcm, c[2].pcm};
   size_t n[8] = {c[0].n, c[1].n, c[2].n};
   for (int cpu = 0; cpu < 2; cpu++) {
-    if (cpu) setenv("STENO_DECODER", "cpu", 1);
+    setenv("STENO_DECODER", cpu ? "cpu" : "gpu", 1); /* gpu: even on a CPU device */
     transcribe(m, s, pcm, n, CLIPS, cpu ? "three clips, CPU search" : "three clips, GPU search");
     /* Shortest first, a clip too short for two mel frames, one repeated, one of 0 samples. */
     const float *p2[6] = {c[1].pcm, c[0].pcm, c[0].pcm, c[2].pcm, c[0].pcm, c[1].pcm};

@@ -127,6 +127,12 @@ bool gpu_transducer_grid(const gpu_transducer *g) { return g && probed(g->dev, G
 
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
+bool gpu_transducer_search_used(const gpu_transducer_search *s) {
+  const char *e = getenv("STENO_DECODER");
+  if (!s || (e && !strcasecmp(e, "cpu"))) return false;
+  return (e && !strcasecmp(e, "gpu")) || !gpu_device_is_cpu(s->g->dev);
+}
+
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s->budget = budget; }
 
 void gpu_transducer_search_grid(gpu_transducer_search *s, uint32_t groups, uint32_t rounds, uint32_t spins) {

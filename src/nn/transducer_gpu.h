@@ -63,6 +63,12 @@ void gpu_transducer_free(gpu_transducer *g);
 int gpu_transducer_search_new(const gpu_transducer *g, gpu_transducer_search **out);
 void gpu_transducer_search_free(gpu_transducer_search *s);
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode);
+/* Whether a model's calls search with s (NULL: none made, the host
+ * searches): STENO_DECODER=cpu or gpu decides; by default a GPU searches,
+ * but where the device is a CPU (lavapipe) the host does: the tiny RNN-T
+ * fixture's search took 41–48 ms a call there on the device against 0.4 ms
+ * on the host (docs/perf.md, sixteenth session). */
+bool gpu_transducer_search_used(const gpu_transducer_search *s);
 /* Whether the persistent kernel fits this decoder on its device and passed
  * its probe there (a search of 256 steps in one dispatch, run on the first
  * call, once per device in a process: lavapipe, which cuts long loops off,

@@ -112,11 +112,8 @@ int gigaam_result(const gigaam *m, const dec_tokens *toks, double seconds, steno
   return 0;
 }
 
-/* Transducers decode on the GPU unless STENO_DECODER=cpu. */
-static bool decode_on_gpu(const gigaam_session *s) {
-  const char *e = getenv("STENO_DECODER");
-  return s->search && !(e && !strcmp(e, "cpu"));
-}
+/* Transducers decode on a GPU (gpu_transducer_search_used). */
+static bool decode_on_gpu(const gigaam_session *s) { return gpu_transducer_search_used(s->search); }
 
 int gigaam_transcribe(gigaam_session *s, const float *pcm, size_t n, const transducer_abort *stop,
                       steno_result **out) {

@@ -153,7 +153,7 @@ int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n, const t
                         steno_result **out);
 
 /* Whether the last parakeet_forward's head is decoded on the GPU (a
- * transducer, unless STENO_DECODER=cpu), and that decoding of t rows: from
+ * transducer on a GPU: gpu_transducer_search_used), and that decoding of t rows: from
  * head_gpu (the GPU search) or, when it is NULL, from the host's head. */
 bool parakeet_decode_on_gpu(const parakeet_session *s);
 int parakeet_decode_rows(parakeet_session *s, gpu_buffer *head_gpu, const float *head,

@@ -145,11 +145,8 @@ int parakeet_decode_gpu(parakeet_session *s, uint32_t t, dec_tokens *out) {
   return decode_gpu(s, t, NULL, out);
 }
 
-/* Transducers decode on the GPU unless STENO_DECODER=cpu. */
-bool parakeet_decode_on_gpu(const parakeet_session *s) {
-  const char *e = getenv("STENO_DECODER");
-  return s->search && !(e && !strcmp(e, "cpu"));
-}
+/* Transducers decode on a GPU (gpu_transducer_search_used). */
+bool parakeet_decode_on_gpu(const parakeet_session *s) { return gpu_transducer_search_used(s->search); }
 
 int parakeet_decode_rows(parakeet_session *s, gpu_buffer *head_gpu, const float *head,
                          uint32_t t, const transducer_abort *stop, dec_tokens *out) {
