@@ -5,7 +5,7 @@
 # probes, the test programs, the kernel benchmarks, then Parakeet 0.6B and
 # Whisper turbo shapes against transformers. Each step has a time limit, so a
 # slow one cannot take the others with it; every output lands in OUT_DIR.
-#   [STEPS="checks models"] [PEER=transcribe-bench] [LONG_RUNS=0] [COMPILE=1] \
+#   [STEPS="checks models" (or cm2)] [PEER=transcribe-bench] [LONG_RUNS=0] [COMPILE=1] \
 #     bash bench/gpu_run.sh BUILD_DIR OUT_DIR CLIP.wav
 # checks: devices, tests, kernel benchmarks. models: Parakeet against
 # transformers (and transcribe.cpp where PEER names its transcribe-bench, on the
@@ -13,6 +13,10 @@
 # the file), a kernel profile of steno's Parakeet encoder (STENO_PROFILE=1), then
 # Whisper against transformers and a profile of 32 tokens (STENO_BENCH_TOKENS=32: the
 # random weights never end a window, so without it a call decodes to the limit).
+# cm2: gemm_cm2's driver query and a sweep of its variants (bench/cm2_gemm.c,
+# the variants build_benches.sh assembled) over the encoders' shapes, then
+# gemm_tc's own tiles at the same shapes (gemm_tc_sweep wide and own), in one
+# call so that only ratios within it count; not among the default steps.
 # Test programs can take over a minute there (test_gemm ~70 s): give them room.
 # The GPU machine has no libmicrohttpd, which the steno CLI links (steno serve):
 # besides the Vulkan loader's packages, bring libmicrohttpd12 in the same .gl
@@ -39,6 +43,22 @@ if [[ $steps == *checks* ]]; then
   step 20 kernels.txt "$build/row_kernels" 138 20
   step 40 kernels.txt "$build/gemm_tc_sweep" 50 138
   step 60 kernels.txt "$build/attention_speed" 10
+fi
+if [[ $steps == *cm2* ]]; then
+  step 30 cm2.txt "$build/cm2_gemm" query
+  # unclamped variants need n % BN == 0 and pieces of k of BK·UNROLL (a's
+  # rows are padded by the bench); every shape here is so for the tiles below
+  shapes="4096x4096x4096 1536x5120x1280 1536x1280x5120 1536x1280x1280 8192x4096x1024
+    1500x5120x1280 1500x1280x1280 138x3072x1024/2 138x4096x1024/2 138x1024x1024/4"
+  for run in "u4c1a0 128 128 32 256" "u4c1a1 128 128 64 256" "u4c0a1 128 128 64 256" \
+    "u8c0a1 128 128 32 256" "u4c0a1 128 256 64 256" "u4c0a1 256 128 64 256" \
+    "u4c0a1 64 64 64 128" "u4c0a1 128 128 64 128"; do
+    set -- $run
+    # shellcheck disable=SC2086
+    step 30 cm2.txt stdbuf -oL "$build/cm2_gemm" run "$build/cm2v/$1.spv" "$2" "$3" "$4" "$5" $shapes
+  done
+  step 60 cm2.txt "$build/gemm_tc_sweep" 20 138 wide
+  step 40 cm2.txt "$build/gemm_tc_sweep" 20 138 own
 fi
 if [[ $steps == *models* ]]; then
   compile=()
