@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "gpu/attention.h"
 #include "gpu/internal.h"
 #include "gpu/elementwise.h"
 #include "gpu_test.h"
@@ -399,7 +400,7 @@ static void probe_cache(void) {
   probe_round(dir, 0, passed, chosen);
   find_file(dir, "probes-*.txt", path, sizeof path);
   size_t n = path[0] ? read_file(path, text, sizeof text) : 0;
-  CHECK(n > 20 && !strncmp(text, "steno-probes 1 driver ", 22), "probe results written in %s", dir);
+  CHECK(n > 20 && !strncmp(text, "steno-probes 2 driver ", 22), "probe results written in %s", dir);
   /* The first kernel that passed, its choice flipped in the file: taken as written. */
   int k = 0;
   while (k < K && !passed[k]) k++;
@@ -413,6 +414,15 @@ static void probe_cache(void) {
     CHECK(p2[k] && c2[k] == !chosen[k], "%s: the file's choice was not taken", gpu_fast_name((gpu_fast_kernel)k));
     *flag = *flag == '1' ? '0' : '1';
   }
+  /* Results made under another setting that changes the probes (here the
+   * tensor-core attention's precision) are not taken: probed again, and the
+   * file rewritten under the new key. */
+  gpu_attention_mm_precision(2);
+  probe_round(dir, 0, p2, c2);
+  gpu_attention_mm_precision(3);
+  read_file(path, again, sizeof again);
+  CHECK(strstr(again, " attention 2\n") != NULL, "the probe file's key ignores the attention's precision: %.80s",
+        again);
   /* Half a file: probed again, the same probe results (a GPU's timed choices
    * may differ from run to run), the file whole again with the same key. */
   if (truncate(path, (off_t)n / 2) == 0) {

@@ -5,8 +5,9 @@
  *   earlier run, so that a second start compiles nothing
  *   (STENO_NO_PIPELINE_CACHE turns it off);
  * - the fast kernels' probe results and timed choices (gpu_probe_fast), keyed
- *   also by the driver version and a hash of our SPIR-V, so that a second
- *   start neither probes nor times (STENO_NO_PROBE_CACHE turns it off).
+ *   also by the driver version, a hash of our SPIR-V and the switches that
+ *   change what is probed, so that a second start neither probes nor times
+ *   (STENO_NO_PROBE_CACHE turns it off).
  * They are optimizations only: a missing, foreign, truncated or unwritable
  * file is passed over (STENO_LOG=debug says why), never an error. */
 #include <errno.h>
@@ -18,6 +19,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "gpu/attention.h"
 #include "gpu/internal.h"
 #include "gpu/spirv.h"
 
@@ -141,11 +143,21 @@ static uint64_t spirv_hash(void) {
   return h;
 }
 
+/* The key line: the driver, our SPIR-V, and the switches that change what
+ * is probed (STENO_GEMM_CM2's variants, STENO_ATTENTION_PRECISION's
+ * tolerance), so that results made under one setting never stand for
+ * another. */
+static int probe_key(const gpu_device *d, const VkPhysicalDeviceProperties *p, uint64_t hash, char *out,
+                     size_t cap) {
+  return snprintf(out, cap, "steno-probes 2 driver %u spirv %016llx cm2 %d attention %u\n", p->driverVersion,
+                  (unsigned long long)hash, d->coop2, gpu_attention_mm_precision_now());
+}
+
 /* The text both sides agree on: a key line, then the results. */
 static int probe_text(const gpu_device *d, const VkPhysicalDeviceProperties *p, uint64_t hash,
                       char *out, size_t cap) {
-  int n = snprintf(out, cap, "steno-probes 1 driver %u spirv %016llx\ngemm_ok", p->driverVersion,
-                   (unsigned long long)hash);
+  int n = probe_key(d, p, hash, out, cap);
+  n += snprintf(out + n, cap - (size_t)n, "gemm_ok");
   for (int v = 0; v < GPU_GEMM_VARIANTS; v++) n += snprintf(out + n, cap - (size_t)n, " %d", d->gemm_ok[v]);
   n += snprintf(out + n, cap - (size_t)n, "\nfast");
   for (int k = 0; k < GPU_FAST_KINDS; k++)
@@ -175,11 +187,10 @@ bool gpu_probe_cache_load(gpu_device *d) {
   fclose(f);
   text[n] = 0;
   uint64_t hash = spirv_hash();
-  char key[128];
-  int kn = snprintf(key, sizeof key, "steno-probes 1 driver %u spirv %016llx\n", p.driverVersion,
-                    (unsigned long long)hash);
+  char key[160];
+  int kn = probe_key(d, &p, hash, key, sizeof key);
   if (strncmp(text, key, (size_t)kn)) {
-    log_debug("probe cache %s: another driver or build; probing again", path);
+    log_debug("probe cache %s: another driver, build or setting; probing again", path);
     return false;
   }
   /* Read every field, then check the file is exactly what these values write. */
