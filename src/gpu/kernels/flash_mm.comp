@@ -184,9 +184,9 @@ void main() {
       [[unroll]] for (uint d = 0; d < ND; d++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> kh, kl;
         coopMatLoadNV(kh, sm, 16 * n * HROW + 2 * d, HROW, true);
+        if (QK_LO) coopMatLoadNV(kl, sm, KH + 16 * n * HROW + 2 * d, HROW, true);
         s = coopMatMulAddNV(fqh[d], kh, s);
         if (QK_LO) {
-          coopMatLoadNV(kl, sm, KH + 16 * n * HROW + 2 * d, HROW, true);
           s = coopMatMulAddNV(fql[d], kh, s);
           s = coopMatMulAddNV(fqh[d], kl, s);
         }
@@ -235,9 +235,9 @@ void main() {
       [[unroll]] for (uint d = 0; d < ND; d++) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> vh, vl;
         coopMatLoadNV(vh, sm, 2 * KH + 16 * kk * HROW + 2 * d, HROW, false);
+        if (PV_LO) coopMatLoadNV(vl, sm, 3 * KH + 16 * kk * HROW + 2 * d, HROW, false);
         acc[d] = coopMatMulAddNV(fph, vh, acc[d]);
         if (PV_LO) {
-          coopMatLoadNV(vl, sm, 3 * KH + 16 * kk * HROW + 2 * d, HROW, false);
           acc[d] = coopMatMulAddNV(fpl, vh, acc[d]);
           acc[d] = coopMatMulAddNV(fph, vl, acc[d]);
         }
