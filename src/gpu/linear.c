@@ -67,6 +67,9 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
     /* ... with its loads unchecked and k by 64 (ggml's tile of this size):
      * only where n is a multiple of 128 and k and its pieces of 256. */
     [GPU_GEMM_CM2U] = {"gemm_cm2u", 2, 4, 4, 2, true, 64},
+    /* ... and 256 × 128 (ggml's large tile: twice the rows a workgroup
+     * shares W's loads with; for large m). */
+    [GPU_GEMM_CM2UL] = {"gemm_cm2u", 2, 4, 8, 2, true, 64},
 };
 
 /* gemm_tc's tiles are the ones with a k step (gemm_cm2 has gemm_tc's contract). */
@@ -127,9 +130,9 @@ gpu_gemm_variant gpu_gemm_default(const gpu_device *d, bool big) {
   /* gemm_cm2's last: untimed, the others have run on more devices. */
   static const gpu_gemm_variant order[2][GPU_GEMM_VARIANTS - 1] = {
       {GPU_GEMM_TC64, GPU_GEMM_TC128, GPU_GEMM_TC128W, GPU_GEMM_TC128K, GPU_GEMM_TILED64,
-       GPU_GEMM_COOP64, GPU_GEMM_TILED128, GPU_GEMM_CM2, GPU_GEMM_CM2U},
+       GPU_GEMM_COOP64, GPU_GEMM_TILED128, GPU_GEMM_CM2, GPU_GEMM_CM2U, GPU_GEMM_CM2UL},
       {GPU_GEMM_TC128W, GPU_GEMM_TC128K, GPU_GEMM_TC128, GPU_GEMM_TC64, GPU_GEMM_TILED128,
-       GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_CM2, GPU_GEMM_CM2U}};
+       GPU_GEMM_TILED64, GPU_GEMM_COOP64, GPU_GEMM_CM2, GPU_GEMM_CM2UL, GPU_GEMM_CM2U}};
   for (int i = 0; i < GPU_GEMM_VARIANTS - 1; i++)
     if (d->gemm_ok[order[big][i]]) return order[big][i];
   return GPU_GEMM_AUTO;
@@ -348,7 +351,7 @@ static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_
   /* gemm_cm2u's unchecked loads: whole column tiles, whole trips of k (its
    * pieces' length is rounded to them below), rows of W at 16 bytes, and
    * a's f16 copy readable to the end of its last row tile. */
-  if (v == GPU_GEMM_CM2U) {
+  if (gpu_gemm_is_cm2u(v)) {
     const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
     uint32_t tm = t->sg_m * t->tm * 16, tn = t->sg_n * t->tn * 16;
     cm2_fits = cm2_fits && l->n % tn == 0 && l->k % (CM2U_TRIP * t->bk) == 0 && l->wk % 8 == 0 &&
@@ -368,7 +371,7 @@ static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_
   uint32_t sms = is_tc(v) ? d->info.sm_count : 0, min_k = is_tc(v) ? SPLIT_MIN_K_TC : SPLIT_MIN_K;
   uint32_t splits = split ? split_count(tiles, sms, m, l->n, l->k, min_k) : 1;
   uint32_t kc = (l->k + splits - 1) / splits, step = is_tc(v) ? gpu_gemm_tiles[v].bk : 32;
-  if (v == GPU_GEMM_CM2U) step *= CM2U_TRIP;
+  if (gpu_gemm_is_cm2u(v)) step *= CM2U_TRIP;
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
   uint32_t a16_from = d->a16_min_m ? d->a16_min_m : A16_MIN_M;

@@ -111,6 +111,7 @@ typedef enum {
   GPU_GEMM_TC128K, /* the same with k in steps of 64 (one shared stage) */
   GPU_GEMM_CM2,    /* gemm_cm2: 128×128 through cooperative_matrix2 (a in f16, pieces for gemm_reduce) */
   GPU_GEMM_CM2U,   /* gemm_cm2u: the same, k by 64, loads unchecked (whole tiles of n and k only) */
+  GPU_GEMM_CM2UL,  /* gemm_cm2u with 256 rows a tile (ggml's large tile) */
   GPU_GEMM_VARIANTS
 } gpu_gemm_variant;
 
@@ -125,7 +126,11 @@ typedef struct {
 } gpu_gemm_tile;
 extern const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS];
 /* The variants through cooperative_matrix2 (enabled by STENO_GEMM_CM2=1). */
-static inline bool gpu_gemm_is_cm2(gpu_gemm_variant v) { return v == GPU_GEMM_CM2 || v == GPU_GEMM_CM2U; }
+static inline bool gpu_gemm_is_cm2(gpu_gemm_variant v) {
+  return v == GPU_GEMM_CM2 || v == GPU_GEMM_CM2U || v == GPU_GEMM_CM2UL;
+}
+/* ... those of them whose loads are unchecked (gemm_cm2u). */
+static inline bool gpu_gemm_is_cm2u(gpu_gemm_variant v) { return v == GPU_GEMM_CM2U || v == GPU_GEMM_CM2UL; }
 gpu_kernel *gpu_gemm_kernel(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);
 /* gemm_tc's tile v reading a in f16 (its ATYPE 1). */
 gpu_kernel *gpu_gemm_kernel_a16(gpu_rec *rec, gpu_gemm_variant v, gpu_wtype type);

@@ -24,7 +24,7 @@
  * of k: 70×256·(256×128)ᵀ (its 70 rows still a partial row tile). */
 static bool gemm_probe(gpu_device *d, gpu_gemm_variant v) {
   const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
-  bool whole = v == GPU_GEMM_CM2U;
+  bool whole = gpu_gemm_is_cm2u(v);
   const int M = 70, N = whole ? 128 : 64, K = whole ? 256 : 96;
   float *a = malloc(sizeof(float) * (size_t)(M * K + N * K + 2 * M * N)), layout[2] = {0, 0};
   uint16_t *wh = malloc(sizeof(uint16_t) * (size_t)(N * K));
