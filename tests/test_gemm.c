@@ -269,15 +269,22 @@ static void tc_split_rule(void) {
   }
 }
 
-/* gemm_cm2's plans, on a copy of the device that claims it and the
- * 16-subgroup gemm_tc tile: F16 weights take it, with a in f16 and pieces for
+/* A planning device (planning_device) that claims cooperative_matrix2
+ * variant v and the 16-subgroup gemm_tc tile its plans fall back to, on an
+ * H200's 132 SMs. */
+static gpu_device cm2_planning_device(gpu_gemm_variant v) {
+  gpu_device fake = planning_device(v);
+  fake.gemm_ok[GPU_GEMM_TC128W] = true;
+  fake.info.sm_count = 132;
+  return fake;
+}
+
+/* gemm_cm2's plans: F16 weights take it, with a in f16 and pieces for
  * gemm_reduce even in one piece; BF16 weights (it cannot convert them as it
  * loads; the H200 showed them read as f16) and outputs past the split scratch
  * take the gemm_tc tile. Plans only. */
 static void cm2_plan_rules(void) {
-  gpu_device fake = planning_device(GPU_GEMM_CM2);
-  fake.gemm_ok[GPU_GEMM_TC128W] = true;
-  fake.info.sm_count = 132;
+  gpu_device fake = cm2_planning_device(GPU_GEMM_CM2);
   static const struct {
     gpu_wtype type;
     uint32_t m, n, k;
@@ -296,52 +303,36 @@ static void cm2_plan_rules(void) {
   }
 }
 
-/* cm2u_plan_rules' shapes: m, n, k, W's row stride, and whether gemm_cm2u takes them. */
-static const struct {
-  uint32_t m, n, k, wk;
-  bool cm2u;
-} cm2u_cases[] = {{138, 3072, 1024, 1024, true},  {1500, 1280, 1280, 1280, true}, {138, 1024, 4096, 4096, true},
-                  {138, 1000, 1024, 1024, false}, {138, 1024, 1000, 1000, false}, {138, 1024, 1024, 1028, false},
-                  {13107, 512, 3840, 3840, false}, {13056, 512, 3840, 3840, true}, {138, 1024, 1024, 1032, true}};
-
-/* cm2u_plan_rules' cases for tile v. */
-static void cm2u_plan_tile(gpu_gemm_variant v) {
-  gpu_device fake = planning_device(v);
-  fake.gemm_ok[GPU_GEMM_TC128W] = true;
-  fake.info.sm_count = 132;
-  uint32_t bm = gpu_gemm_tiles[v].sg_m * gpu_gemm_tiles[v].tm * 16;
-  for (size_t i = 0; i < sizeof cm2u_cases / sizeof *cm2u_cases; i++) {
-    gpu_linear l = {.type = GPU_F16, .n = cm2u_cases[i].n, .rows = cm2u_cases[i].n, .k = cm2u_cases[i].k,
-                    .wk = cm2u_cases[i].wk};
-    gpu_gemm_plan g;
-    gpu_gemm_plan_for(&fake, &l, cm2u_cases[i].k, cm2u_cases[i].m, &g);
-    bool want = cm2u_cases[i].cm2u;
-    CHECK(want ? g.v == v && g.bm == bm && g.a16 && g.parts && g.kc % 256 == 0 : g.v == GPU_GEMM_TC128W,
-          "%u rows a tile, %ux%ux%u (wk %u): variant %d (a16 %d, pieces %d of %u), want %s", bm, cm2u_cases[i].m,
-          cm2u_cases[i].n, cm2u_cases[i].k, cm2u_cases[i].wk, (int)g.v, g.a16, g.parts, g.kc,
-          want ? "gemm_cm2u" : "the gemm_tc tile");
-  }
-}
-
-/* gemm_cm2u's plans (its loads unchecked) at both its tiles, each on a copy
- * of the device that claims it and the 16-subgroup gemm_tc tile: only where
- * n is a multiple of its 128 columns, k of its trip (4 steps of 64) and W's
+/* gemm_cm2u's plans (its loads unchecked) at both its tiles: only where n
+ * is a multiple of its 128 columns, k of its trip (4 steps of 64) and W's
  * rows of 8 halves, and a's f16 copy holds whole row tiles (13 107 rows of
  * 3 840 fit the copy, padded to 13 184 or 13 312 they do not; 13 056 are
- * whole tiles of 128 and of 256); its pieces of k are whole trips. 13 900
- * rows of 3 584 pad to 13 952 (fit) for one tile and 14 080 (do not) for the
- * other. Plans only. */
+ * whole tiles of 128 and of 256; 13 900 rows of 3 584 pad to 13 952, which
+ * fit, for the 128-row tile and to 14 080, which do not, for the 256-row
+ * one); its pieces of k are whole trips. Plans only. */
 static void cm2u_plan_rules(void) {
+  static const struct {
+    uint32_t m, n, k, wk;
+    bool tile128, tile256; /* whether each tile takes it */
+  } cases[] = {{138, 3072, 1024, 1024, true, true},    {1500, 1280, 1280, 1280, true, true},
+               {138, 1024, 4096, 4096, true, true},    {138, 1000, 1024, 1024, false, false},
+               {138, 1024, 1000, 1000, false, false},  {138, 1024, 1024, 1028, false, false},
+               {13107, 512, 3840, 3840, false, false}, {13056, 512, 3840, 3840, true, true},
+               {138, 1024, 1024, 1032, true, true},    {13900, 512, 3584, 3584, true, false}};
   static const gpu_gemm_variant tiles[] = {GPU_GEMM_CM2U, GPU_GEMM_CM2UL};
   for (size_t v = 0; v < sizeof tiles / sizeof *tiles; v++) {
-    cm2u_plan_tile(tiles[v]);
-    gpu_device fake = planning_device(tiles[v]);
-    fake.gemm_ok[GPU_GEMM_TC128W] = true;
-    gpu_linear l = {.type = GPU_F16, .n = 512, .rows = 512, .k = 3584, .wk = 3584};
-    gpu_gemm_plan g;
-    gpu_gemm_plan_for(&fake, &l, 3584, 13900, &g);
-    CHECK(g.v == (tiles[v] == GPU_GEMM_CM2U ? GPU_GEMM_CM2U : GPU_GEMM_TC128W),
-          "13900x512x3584 with variant %d claimed: variant %d", (int)tiles[v], (int)g.v);
+    gpu_device fake = cm2_planning_device(tiles[v]);
+    uint32_t bm = gpu_gemm_tiles[tiles[v]].sg_m * gpu_gemm_tiles[tiles[v]].tm * 16;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      gpu_linear l = {.type = GPU_F16, .n = cases[i].n, .rows = cases[i].n, .k = cases[i].k, .wk = cases[i].wk};
+      gpu_gemm_plan g;
+      gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
+      bool want = bm == 128 ? cases[i].tile128 : cases[i].tile256;
+      CHECK(want ? g.v == tiles[v] && g.bm == bm && g.a16 && g.parts && g.kc % 256 == 0 : g.v == GPU_GEMM_TC128W,
+            "%u rows a tile, %ux%ux%u (wk %u): variant %d (a16 %d, pieces %d of %u), want %s", bm, cases[i].m,
+            cases[i].n, cases[i].k, cases[i].wk, (int)g.v, g.a16, g.parts, g.kc,
+            want ? "gemm_cm2u" : "the gemm_tc tile");
+    }
   }
 }
 

@@ -22,19 +22,19 @@ int steno_devices_print(FILE *out, const steno_model_params *params) {
               steno_last_error());
       continue;
     }
-    for (int v = 1; v < GPU_GEMM_VARIANTS; v++) {
+    for (int i = 1; i < GPU_GEMM_VARIANTS; i++) {
+      gpu_gemm_variant v = (gpu_gemm_variant)i;
       const gpu_gemm_tile *t = &gpu_gemm_tiles[v];
+      bool cm2 = gpu_gemm_is_cm2(v);
       fprintf(out, "   fast kernels: GEMM on cooperative matrices, %s %u×%u on %u subgroups%s %s\n",
               t->kernel, t->sg_m * t->tm * 16, t->sg_n * t->tn * 16, t->sg_m * t->sg_n,
               t->bk == 64 ? ", k by 64" : "",
-              gpu_gemm_variant_ok(d, (gpu_gemm_variant)v) ? gpu_gemm_variant_used(d, (gpu_gemm_variant)v)
-                                                                ? "(probe passed, used)"
-                                                                : "(probe passed, slower here: not used)"
-              : d->coop && (!gpu_gemm_is_cm2((gpu_gemm_variant)v) || d->coop2) ? "(probe FAILED: not used)"
-              : gpu_gemm_is_cm2((gpu_gemm_variant)v) && d->info.coop2 && d->coop
-                  ? "(experimental, off: STENO_GEMM_CM2=1 turns it on)"
-              : gpu_gemm_is_cm2((gpu_gemm_variant)v) && d->coop ? "(cooperative_matrix2 not offered)"
-                                                          : "(not offered: portable kernels)");
+              gpu_gemm_variant_ok(d, v) ? gpu_gemm_variant_used(d, v) ? "(probe passed, used)"
+                                                                      : "(probe passed, slower here: not used)"
+              : d->coop && (!cm2 || d->coop2)         ? "(probe FAILED: not used)"
+              : cm2 && d->info.coop2 && d->coop       ? "(experimental, off: STENO_GEMM_CM2=1 turns it on)"
+              : cm2 && d->coop                        ? "(cooperative_matrix2 not offered)"
+                                                      : "(not offered: portable kernels)");
     }
     for (int k = 0; k < GPU_FAST_KINDS; k++) {
       gpu_fast_kernel fk = (gpu_fast_kernel)k;

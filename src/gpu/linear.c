@@ -74,7 +74,6 @@ const gpu_gemm_tile gpu_gemm_tiles[GPU_GEMM_VARIANTS] = {
 
 /* gemm_tc's tiles are the ones with a k step (gemm_cm2 has gemm_tc's contract). */
 static bool is_tc(gpu_gemm_variant v) { return gpu_gemm_tiles[v].bk != 0; }
-static bool is_cm2(gpu_gemm_variant v) { return gpu_gemm_is_cm2(v); }
 
 /* gemm_cm2u's loop takes 4 steps of its k step a trip (gemm_cm2u.sh). */
 #define CM2U_TRIP 4
@@ -357,9 +356,9 @@ static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_
     cm2_fits = cm2_fits && l->n % tn == 0 && l->k % (CM2U_TRIP * t->bk) == 0 && l->wk % 8 == 0 &&
                (size_t)(m + tm - 1) / tm * tm * l->k * 2 <= A16_BYTES;
   }
-  if (is_cm2(v) && (!cm2 || !cm2_fits)) {
+  if (gpu_gemm_is_cm2(v) && (!cm2 || !cm2_fits)) {
     v = gpu_gemm_default(d, m >= GEMM_BIG_M);
-    if (is_cm2(v)) v = GPU_GEMM_AUTO;
+    if (gpu_gemm_is_cm2(v)) v = GPU_GEMM_AUTO;
   }
   uint32_t bm = TILE, bn = TILE;
   if (v != GPU_GEMM_AUTO) {
@@ -375,9 +374,9 @@ static void plan(const gpu_device *d, const gpu_linear *l, uint32_t lda, uint32_
   kc = (kc + step - 1) / step * step;
   splits = (l->k + kc - 1) / kc;
   uint32_t a16_from = d->a16_min_m ? d->a16_min_m : A16_MIN_M;
-  bool a16 = is_cm2(v) || (is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES);
+  bool a16 = gpu_gemm_is_cm2(v) || (is_tc(v) && m >= a16_from && (size_t)m * l->k * 2 <= A16_BYTES);
   *out = (gpu_gemm_plan){.v = v, .bm = bm, .bn = bn, .splits = splits, .kc = kc, .split = split,
-                         .a16 = a16, .parts = splits > 1 || is_cm2(v)};
+                         .a16 = a16, .parts = splits > 1 || gpu_gemm_is_cm2(v)};
   /* gemm_cpu's grid has a row of workgroups per 8 rows: up to Vulkan's 65 535. */
   bool cpu_fits = (m + CPU_ROWS - 1) / CPU_ROWS <= 65535;
   if (v == GPU_GEMM_AUTO && gpu_fast_used(d, GPU_FAST_GEMM_CPU) && cpu_fits)
@@ -482,7 +481,7 @@ void gpu_gemm_whole(gpu_rec *rec, gpu_buffer *a, uint32_t lda, const gpu_linear 
   gpu_gemm_plan g;
   if (!planned(rec, l, lda, m, &g)) return;
   /* a group's GEMMs run together: they must not share the scratch (split-k's, a's f16 copy) */
-  if (is_cm2(g.v)) plan(gpu_rec_device(rec), l, lda, m, false, &g);
+  if (gpu_gemm_is_cm2(g.v)) plan(gpu_rec_device(rec), l, lda, m, false, &g);
   g.splits = 1;
   g.kc = l->k;
   g.a16 = g.parts = false;
