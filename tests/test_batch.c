@@ -5,7 +5,11 @@
  * steno's single-clip pass); then steno_transcribe_batch against
  * steno_transcribe of each clip alone (tokens, times, text exactly), with the
  * GPU and the CPU search, with short, repeated and reordered clips; and bad
- * calls. */
+ * calls. Then, where the device can make them, the same batch from the
+ * samples with the features on the GPU (STENO_FEATURES=gpu): the encoder
+ * against transformers' batch and against its own pass alone, and each
+ * clip's result against its transcription alone and against the CPU
+ * features' result. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +242,48 @@ static void persistent(parakeet_session *s, const clip_ref *c) {
   printf("persistent search over the batch: each clip as alone\n");
 }
 
+/* The batch from the samples, features on the GPU (g: a model with gmel),
+ * against transformers' batch, g's pass over each clip alone, and the results
+ * of s (CPU features) clip by clip. */
+static void gpu_features(parakeet_session *g, parakeet_session *s, const clip_ref *c) {
+  const float *pcm[CLIPS];
+  size_t n[CLIPS];
+  uint32_t t[CLIPS], d = g->m->c.dims.d;
+  float *enc[CLIPS];
+  for (int i = 0; i < CLIPS; i++) pcm[i] = c[i].pcm, n[i] = c[i].n;
+  CHECK_OK(parakeet_forward_batch_pcm(g, pcm, n, CLIPS, enc, t));
+  for (int i = 0; i < CLIPS; i++) {
+    char what[160];
+    CHECK(t[i] == c[i].t, "%s: %u encoder frames, reference %u", c[i].name, t[i], c[i].t);
+    if (t[i] != c[i].t || !enc[i]) continue;
+    snprintf(what, sizeof what, "%s: batch from the samples (GPU features) vs transformers' batch",
+             c[i].name);
+    check_close(what, enc[i], c[i].enc, (size_t)t[i] * d, ENC_TOL);
+    printf("%s max |Δ| %.2e\n", what, max_abs(enc[i], c[i].enc, (size_t)t[i] * d));
+    float *alone = NULL;
+    uint32_t ta = 0;
+    CHECK_OK(parakeet_forward_pcm(g, pcm[i], n[i], &alone, NULL, &ta));
+    snprintf(what, sizeof what, "%s: batch from the samples vs alone from the samples", c[i].name);
+    CHECK(ta == t[i], "%s: %u frames alone", what, ta);
+    if (ta == t[i] && alone) check_close(what, enc[i], alone, (size_t)t[i] * d, SELF_TOL);
+    free(alone);
+    free(enc[i]);
+  }
+  steno_result *out[CLIPS], *alone, *cpu;
+  CHECK_OK(parakeet_transcribe_batch(g, pcm, n, CLIPS, NULL, out));
+  for (int i = 0; i < CLIPS; i++) {
+    CHECK_OK(parakeet_transcribe(g, pcm[i], n[i], NULL, &alone));
+    CHECK_OK(parakeet_transcribe(s, pcm[i], n[i], NULL, &cpu));
+    CHECK(same_result(out[i], alone), "%s: GPU features, batched differs from alone", c[i].name);
+    CHECK(same_result(out[i], cpu), "%s: GPU features differ from the CPU's (%s | %s)", c[i].name,
+          out[i] ? steno_result_text(out[i]) : "-", cpu ? steno_result_text(cpu) : "-");
+    steno_result_free(alone);
+    steno_result_free(cpu);
+    steno_result_free(out[i]);
+  }
+  printf("features on the GPU: the batch as its clips alone and as the CPU's features\n");
+}
+
 /* Calls the batch refuses: a clip of one frame, one batch of one clip. */
 static void bad_calls(parakeet_session *s, const clip_ref *c) {
   const float *mel[2] = {c[0].mel, c[1].mel};
@@ -272,6 +318,18 @@ int main(void) {
     persistent(s, c);
     transcriptions(s, c);
   }
+  parakeet *gm = NULL;
+  parakeet_session *gs = NULL;
+  if (s && f && gpu_logmel_offered(test_device(), m->mel.c.n_fft)) {
+    setenv("STENO_FEATURES", "gpu", 1);
+    CHECK_OK(parakeet_load(test_device(), f, &gm));
+    unsetenv("STENO_FEATURES");
+    CHECK(gm && gm->gmel, "STENO_FEATURES=gpu: no GPU features");
+    if (gm && gm->gmel) CHECK_OK(parakeet_session_new(gm, &gs));
+    if (gs) gpu_features(gs, s, c);
+  }
+  parakeet_session_free(gs);
+  parakeet_free(gm);
   parakeet_session_free(s);
   parakeet_free(m);
   gguf_close(f);

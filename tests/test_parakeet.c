@@ -3,7 +3,10 @@
  * output, head output, token ids, frames and durations, and the text. The
  * TDT cap fixture's tokens are NeMo's (max_symbols per frame), which differ
  * from transformers' generate() (no cap), also stored: both searches give
- * NeMo's. A TDT file with a max_symbols of 0 or 2^31 is refused at load. */
+ * NeMo's. A TDT file with a max_symbols of 0 or 2^31 is refused at load.
+ * Then the same from the samples with the features made on the GPU
+ * (STENO_FEATURES=gpu: logmel.comp) where the device offers it: the GPU's
+ * log-mel against the reference's, the head, and the tokens exactly. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +162,83 @@ static bool set_max_symbols(gguf_writer *w, const gguf_kv *kv, const void *ctx) 
   return true;
 }
 
+/* From the samples with the features on the GPU (m->gmel): its log-mel (read
+ * back from the arena) within the CPU frontend's bound of the reference's,
+ * the head within ENC_TOL, and the tokens of both searches exactly. */
+static void clip_gpu_features(parakeet_session *s, const gguf_file *ref, const char *name,
+                              const char *model) {
+  const parakeet *m = s->m;
+  size_t n_pcm, n_mel, n_head;
+  const float *pcm = ref_tensor(ref, name, "pcm", &n_pcm);
+  const float *ref_mel = ref_tensor(ref, name, "mel", &n_mel);
+  bool ctc = m->c.head == HEAD_CTC;
+  const float *ref_head = ref_tensor(ref, name, ctc ? "logits" : "enc_proj", &n_head);
+  if (!pcm || !ref_mel || !ref_head) return;
+  float *head = NULL;
+  uint32_t t = 0, F = m->c.mels, valid = (uint32_t)(n_pcm / m->mel.c.hop);
+  CHECK_OK(parakeet_forward_pcm(s, pcm, n_pcm, NULL, &head, &t));
+  char what[256];
+  float *mel = test_floats((size_t)valid * F);
+  CHECK_OK(gpu_download(s->arena.mel, 0, mel, (size_t)valid * F * sizeof *mel));
+  snprintf(what, sizeof what, "%s %s: log-mel on the GPU", model, name);
+  check_abs(what, mel, ref_mel, (size_t)valid * F, strcmp(name, "synth") ? MEL_TOL : MEL_TOL_SYNTH);
+  printf("%s max |Δ| %.2e\n", what, max_abs(mel, ref_mel, (size_t)valid * F));
+  uint32_t t_ref = ref_key(ref, name, "t_enc_valid")->v.u32[0];
+  CHECK(t == t_ref, "%s: %u encoder frames, reference %u", name, t, t_ref);
+  if (head && t == t_ref) {
+    uint32_t cols = (uint32_t)(n_head / ref_key(ref, name, "t_enc")->v.u32[0]);
+    uint32_t width = gpu_linear_width(&m->head);
+    float *h = test_floats((size_t)t * cols);
+    for (uint32_t r = 0; r < t; r++) memcpy(h + (size_t)r * cols, head + (size_t)r * width, cols * sizeof *h);
+    snprintf(what, sizeof what, "%s %s: head from the GPU's features", model, name);
+    check_close(what, h, ref_head, (size_t)t * cols, ENC_TOL);
+    free(h);
+  }
+  dec_tokens toks[2] = {{0}};
+  if (head) CHECK_OK(parakeet_decode(m, head, t, &toks[0]));
+  if (head && m->gdec) CHECK_OK(parakeet_decode_gpu(s, t, &toks[1]));
+  for (int gpu = 0; gpu <= (m->gdec != NULL); gpu++) {
+    bool found;
+    CHECK(same_tokens(&toks[gpu], ref, name, "", &found),
+          "%s %s, features on the GPU (%s search): %zu tokens differ from the reference", model,
+          name, gpu ? "GPU" : "CPU", toks[gpu].n);
+    dec_free(&toks[gpu]);
+  }
+  steno_result *r = NULL;
+  CHECK_OK(parakeet_transcribe(s, pcm, n_pcm, NULL, &r));
+  const gguf_kv *text = ref_key(ref, name, "text");
+  if (r && text)
+    CHECK(!strcmp(steno_result_text(r), text->v.str[0].s),
+          "%s %s, features on the GPU: text '%s', reference '%s'", model, name,
+          steno_result_text(r), text->v.str[0].s);
+  steno_result_free(r);
+  free(mel);
+  free(head);
+}
+
+static void model_gpu_features(const char *file) {
+  if (!gpu_logmel_offered(test_device(), 512)) {
+    printf("%s: the device cannot make the features (no doubles in shaders)\n", file);
+    return;
+  }
+  gguf_file *f, *ref;
+  fixture_open(file, &f, &ref);
+  parakeet *m = NULL;
+  parakeet_session *s = NULL;
+  setenv("STENO_FEATURES", "gpu", 1);
+  if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  unsetenv("STENO_FEATURES");
+  if (m) CHECK(m->gmel, "%s: no GPU features with STENO_FEATURES=gpu", file);
+  if (m && m->gmel) CHECK_OK(parakeet_session_new(m, &s));
+  const gguf_kv *clips = ref ? gguf_find(ref, "ref.clips") : NULL;
+  for (size_t i = 0; s && clips && i < clips->n; i++)
+    clip_gpu_features(s, ref, clips->v.str[i].s, file);
+  parakeet_session_free(s);
+  parakeet_free(m);
+  gguf_close(f);
+  gguf_close(ref);
+}
+
 /* A crafted max_symbols (0: no cap, or one that makes the step bound huge)
  * is refused at load, with the key named. */
 static void bad_max_symbols(void) {
@@ -191,5 +271,9 @@ int main(void) {
   CHECK(generate_differs >= 2, "the cap fixture shows NeMo and transformers differ in %d clips",
         generate_differs);
   bad_max_symbols();
+  model_gpu_features("parakeet_ctc_tiny");
+  model_gpu_features("parakeet_tdt_tiny");
+  model_gpu_features("parakeet_rnnt_tiny");
+  model_gpu_features("parakeet_tdt_cap_tiny");
   return check_done();
 }

@@ -172,6 +172,7 @@ void gpu_probe(VkInstance inst, VkPhysicalDevice pd, int index, gpu_info *info) 
     info->int8 = f12.shaderInt8;
     info->storage_8bit = f12.storageBuffer8BitAccess;
     info->int_dot = dot_ext && dot.shaderIntegerDotProduct;
+    info->float64 = feats.features.shaderFloat64;
   }
   info->bf16 = has_extension(ext, next, "VK_KHR_shader_bfloat16");
   info->coop_khr = has_extension(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
@@ -287,9 +288,9 @@ void gpu_info_print(const gpu_info *d, FILE *out) {
   fprintf(out, "   subgroup: %u lanes%s%s%s\n", d->subgroup_size,
           d->subgroup_arithmetic ? ", arithmetic" : "", d->subgroup_shuffle ? ", shuffle" : "",
           d->subgroup_ballot ? ", ballot" : "");
-  fprintf(out, "   16-bit storage: %s, f16 arithmetic: %s, 8-bit storage: %s, int8: %s\n",
+  fprintf(out, "   16-bit storage: %s, f16 arithmetic: %s, 8-bit storage: %s, int8: %s, f64: %s\n",
           d->storage_16bit ? "yes" : "no", d->float16 ? "yes" : "no",
-          d->storage_8bit ? "yes" : "no", d->int8 ? "yes" : "no");
+          d->storage_8bit ? "yes" : "no", d->int8 ? "yes" : "no", d->float64 ? "yes" : "no");
   fprintf(out, "   integer dot product: %s, bf16: %s\n", d->int_dot ? "yes" : "no",
           d->bf16 ? "yes" : "no");
   fprintf(out, "   cooperative matrix: %s%s%s%s\n",

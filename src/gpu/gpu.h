@@ -38,6 +38,7 @@ typedef struct {
   uint32_t subgroup_size;
   bool subgroup_arithmetic, subgroup_shuffle, subgroup_ballot; /* in compute shaders */
   bool storage_16bit, float16, int8, storage_8bit;
+  bool float64;            /* shaderFloat64 (the GPU log-mel's FFT) */
   bool int_dot;            /* shaderIntegerDotProduct */
   bool bf16;               /* VK_KHR_shader_bfloat16 */
   bool coop_khr, coop_nv;  /* cooperative matrix extensions */

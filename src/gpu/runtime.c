@@ -761,6 +761,9 @@ static int device_create(gpu_device *d) {
   }
   ci.enabledExtensionCount = next;
   ci.ppEnabledExtensionNames = ext;
+  /* Doubles in shaders where offered: the log-mel's FFT (logmel.comp). */
+  VkPhysicalDeviceFeatures core = {.shaderFloat64 = d->info.float64};
+  ci.pEnabledFeatures = &core;
   VkResult r = vkCreateDevice(d->pd, &ci, NULL, &d->dev);
   if (r != VK_SUCCESS && d->coop2) { /* offered but refused: without cooperative_matrix2 */
     d->coop2 = false;

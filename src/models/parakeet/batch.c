@@ -51,7 +51,8 @@ static void clip_bytes(const parakeet *m, uint32_t frames, uint64_t *all, uint64
   uint64_t scores = (uint64_t)m->c.dims.heads * T8 * T8;
   uint64_t head = gpu_linear_width(&m->head), sub = R4 * F4 * Cp;
   uint64_t prompt = m->prompt.n ? gpu_linear_width(&m->prompt.in) + S : 0;
-  *all = 4 * (frames * F + 2 * sub + 3 * T8 * F8 * Cp + T8 * (3 * S + W + 2 * head + prompt) +
+  uint64_t samples = m->gmel ? (uint64_t)(frames + 1) * m->mel.c.hop : 0; /* logmel's input */
+  *all = 4 * (frames * F + samples + 2 * sub + 3 * T8 * F8 * Cp + T8 * (3 * S + W + 2 * head + prompt) +
               scores);
   *largest = 4 * (sub > scores ? sub : scores);
 }
@@ -134,8 +135,11 @@ static int download_enc(parakeet_session *s, uint32_t clips, uint32_t T, const u
   return st;
 }
 
-int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const uint32_t *valid,
-                           uint32_t clips, float **enc, uint32_t *t) {
+/* parakeet_forward_batch from the clips' mel frames (mel), or (mel NULL) from
+ * their samples (pcm, n) whose features the GPU makes. */
+static int forward_batch(parakeet_session *s, const float *const *mel, const float *const *pcm,
+                         const size_t *n, const uint32_t *valid, uint32_t clips, float **enc,
+                         uint32_t *t) {
   const parakeet *m = s->m;
   for (uint32_t i = 0; enc && i < clips; i++) enc[i] = NULL;
   if (!parakeet_batchable(m))
@@ -153,11 +157,13 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   parakeet_batch *b = s->batch;
   uint32_t T = parakeet_encoder_frames(m, pitch), S = b->enc.stride;
   TRY(parakeet_session_prompt(s));
-  TRY(upload_mel(s, mel, valid, clips, pitch));
+  if (mel) TRY(upload_mel(s, mel, valid, clips, pitch));
+  else TRY(parakeet_upload_pcm(s, pcm, n, clips));
   TRY(dw_subsampling_set_lens(&b->sub, valid, clips));
   TRY(conformer_set_lens(&b->enc, t, clips));
   TRY(conformer_positions_kept(&m->c.dims, T, &b->enc));
   TRY(gpu_rec_begin(s->rec));
+  if (!mel) gpu_logmel_record(s->rec, m->gmel, s->pcm, clips, pitch, b->mel);
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
   dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);
@@ -166,6 +172,27 @@ int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const u
   TRY(gpu_rec_run(s->rec));
   conformer_keep_positions(&b->enc);
   return enc ? download_enc(s, clips, T, t, enc) : 0;
+}
+
+int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const uint32_t *valid,
+                           uint32_t clips, float **enc, uint32_t *t) {
+  if (!mel) return err_set(STENO_ERR_INVALID, "parakeet: no mel frames");
+  return forward_batch(s, mel, NULL, NULL, valid, clips, enc, t);
+}
+
+int parakeet_forward_batch_pcm(parakeet_session *s, const float *const *pcm, const size_t *n,
+                               uint32_t clips, float **enc, uint32_t *t) {
+  uint32_t *valid = mem_alloc(clips ? clips : 1, sizeof *valid);
+  if (!valid) return STENO_ERR_NOMEM;
+  int st = pcm && n ? 0 : err_set(STENO_ERR_INVALID, "parakeet: no samples");
+  for (uint32_t i = 0; !st && i < clips; i++) {
+    size_t v = n[i] / (size_t)s->m->mel.c.hop;
+    if (v > UINT32_MAX) st = err_set(STENO_ERR_INVALID, "parakeet: a clip of %zu samples", n[i]);
+    valid[i] = (uint32_t)v;
+  }
+  if (!st) st = forward_batch(s, NULL, pcm, n, valid, clips, enc, t);
+  free(valid);
+  return st;
 }
 
 /* Each clip's search over its rows of the batch's head: all clips at once on
@@ -227,9 +254,19 @@ static int transcribe_group(parakeet_session *s, const float *const *pcm, const 
   dec_tokens *toks = mem_alloc(k, sizeof *toks);
   int st = mel && valid && t && toks ? 0 : STENO_ERR_NOMEM;
   double t0 = time_now();
-  if (!st) st = parakeet_batch_features(m, pcm, n, idx, k, mel, valid);
+  /* Features on the GPU: made in the encoder's submission (its stage's time). */
+  const float **clip = m->gmel && !st ? mem_alloc(k, sizeof *clip) : NULL;
+  size_t *len = clip ? mem_alloc(k, sizeof *len) : NULL;
+  if (m->gmel && !st && !len) st = STENO_ERR_NOMEM;
+  for (uint32_t j = 0; len && j < k; j++) {
+    clip[j] = pcm[idx[j]], len[j] = n[idx[j]];
+    valid[j] = (uint32_t)(len[j] / m->mel.c.hop);
+  }
+  if (!st && !m->gmel) st = parakeet_batch_features(m, pcm, n, idx, k, mel, valid);
   double t1 = time_now();
-  if (!st) st = parakeet_forward_batch(s, (const float *const *)mel, valid, k, NULL, t);
+  if (!st && m->gmel) st = parakeet_forward_batch_pcm(s, clip, len, k, NULL, t);
+  else if (!st) st = parakeet_forward_batch(s, (const float *const *)mel, valid, k, NULL, t);
+  free(clip), free(len);
   double t2 = time_now();
   for (uint32_t j = 0; !st && j < k; j++) pitch = valid[j] > pitch ? valid[j] : pitch;
   if (!st) st = transducer_check_abort(stop);

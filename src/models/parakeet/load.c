@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "models/logmel.h"
 #include "models/parakeet/parakeet.h"
 #include "nn/weights.h"
 
@@ -359,6 +360,7 @@ int parakeet_load(gpu_device *dev, const gguf_file *f, parakeet **out) {
   if (!st) st = prompt(m, f);
   if (!st) st = vocabulary(f, &m->vocab, m->c.classes - 1);
   if (!st && m->c.head != HEAD_CTC) st = gpu_transducer_new(dev, &m->dec, &m->gdec);
+  if (!st) st = logmel_for_model(dev, &m->mel, &m->gmel);
   if (st) {
     parakeet_free(m);
     return st;
@@ -380,6 +382,7 @@ void parakeet_free(parakeet *m) {
   for (size_t i = 0; i < m->prompt.n_locales; i++) free(m->prompt.locales[i]);
   free(m->prompt.locales), free(m->prompt.slots);
   for (size_t i = 0; i < sizeof m->dec_weights / sizeof *m->dec_weights; i++) free(m->dec_weights[i]);
+  gpu_logmel_free(m->gmel);
   mel_free(&m->mel);
   vocab_free(&m->vocab);
   free(m);

@@ -1,6 +1,6 @@
 /* Parakeet (NeMo FastConformer with a TDT, RNN-T or CTC head) from the GGUF
  * files transcribe.cpp publishes (architecture "parakeet"):
- *   pcm → log-mel (CPU) → dw-striding 8× subsampling → FastConformer blocks
+ *   pcm → log-mel (GPU where it offers it, else CPU) → dw-striding 8× subsampling → FastConformer blocks
  *   → the CTC head or the joint's encoder projection (GPU) → greedy decoding
  *   (CPU) → SentencePiece text with token and word times. */
 #ifndef STENO_MODELS_PARAKEET_H
@@ -8,6 +8,7 @@
 
 #include "decode/transducer.h"
 #include "frontend/mel.h"
+#include "gpu/logmel.h"
 #include "nn/transducer_gpu.h"
 #include "nn/conformer.h"
 #include "nn/subsampling.h"
@@ -62,6 +63,7 @@ typedef struct {
   parakeet_config c;
   gpu_device *dev;
   mel_frontend mel;
+  gpu_logmel *gmel;      /* the same features on the GPU (models/logmel.h), or NULL: the CPU's */
   dw_subsampling sub;
   conformer_block *blocks;
   gpu_linear head;       /* CTC logits, or the joint's encoder projection */
@@ -89,6 +91,11 @@ typedef struct {
   const char *language; /* the hint for the next transcription (NULL: auto) */
   parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
   parakeet_batch *batch;   /* a padded batch's buffers (batch.c), or NULL until one runs */
+  /* The samples logmel reads (gpu_logmel_input's layout), on the host and the
+   * device, each grown as needed (m->gmel only). */
+  float *pcm_host;
+  gpu_buffer *pcm;
+  size_t pcm_room; /* floats each holds */
 } parakeet_session;
 
 /* The prompt slot of a language hint: the dictionary's entry for it, the auto
@@ -140,6 +147,15 @@ int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t 
 int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
                      uint32_t *t);
 
+/* The same from n samples whose features the GPU makes (m->gmel; valid mel
+ * frames n / hop, at least 2). */
+int parakeet_forward_pcm(parakeet_session *s, const float *pcm, size_t n, float **enc, float **head,
+                         uint32_t *t);
+
+/* Puts clips pcm[0..clips) (n[i] samples each) where m->gmel reads them:
+ * s->pcm, in gpu_logmel_input's layout. */
+int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips);
+
 /* Greedy decoding of the head's output. */
 int parakeet_decode(const parakeet *m, const float *head, uint32_t t, dec_tokens *out);
 
@@ -178,6 +194,11 @@ uint32_t parakeet_batch_fit(const parakeet *m, uint32_t frames);
  * clip's encoder frames. The head stays on the GPU for the decoding. */
 int parakeet_forward_batch(parakeet_session *s, const float *const *mel, const uint32_t *valid,
                            uint32_t clips, float **enc, uint32_t *t);
+
+/* The same from the clips' samples (pcm[i], n[i] of them: n[i] / hop ≥ 2 mel
+ * frames), their features made on the GPU (m->gmel). */
+int parakeet_forward_batch_pcm(parakeet_session *s, const float *const *pcm, const size_t *n,
+                               uint32_t clips, float **enc, uint32_t *t);
 
 /* parakeet_transcribe of each clip (out[i]; the same results), the clips'
  * encoder passes batched as parakeet_batch_fit allows (similar lengths

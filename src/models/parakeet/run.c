@@ -79,8 +79,32 @@ int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t 
   return st;
 }
 
-int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
-                     uint32_t *t_out) {
+int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips) {
+  const parakeet *m = s->m;
+  if (!m->gmel) return err_set(STENO_ERR_INVALID, "parakeet: no GPU features on this device");
+  size_t total = 0;
+  for (uint32_t i = 0; i < clips; i++) {
+    if (n[i] > UINT32_MAX - total) return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
+    total += n[i];
+  }
+  size_t floats = gpu_logmel_input_floats(clips, total);
+  if (floats > UINT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
+  if (floats > s->pcm_room) {
+    gpu_buffer_free(s->pcm);
+    free(s->pcm_host);
+    s->pcm = NULL, s->pcm_room = 0;
+    if (!(s->pcm_host = mem_alloc(floats, sizeof *s->pcm_host))) return STENO_ERR_NOMEM;
+    TRY(gpu_buffer_new(m->dev, floats * sizeof(float), &s->pcm));
+    s->pcm_room = floats;
+  }
+  gpu_logmel_input(m->gmel, pcm, n, clips, s->pcm_host);
+  return gpu_upload(s->pcm, 0, s->pcm_host, floats * sizeof(float));
+}
+
+/* parakeet_forward from mel frames on the host, or (mel NULL) from the n
+ * samples pcm whose features the GPU makes. */
+static int forward(parakeet_session *s, const float *mel, const float *pcm, size_t n,
+                   uint32_t valid, float **enc, float **head, uint32_t *t_out) {
   if (enc) *enc = NULL;
   if (head) *head = NULL;
   *t_out = 0;
@@ -90,9 +114,11 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   parakeet_arena *a = &s->arena;
   uint32_t t = parakeet_encoder_frames(m, valid), d = m->c.dims.d;
   TRY(parakeet_session_prompt(s));
-  TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
+  if (mel) TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
+  else TRY(parakeet_upload_pcm(s, &pcm, &n, 1));
   TRY(conformer_positions_kept(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
+  if (!mel) gpu_logmel_record(s->rec, m->gmel, s->pcm, 1, valid, a->mel);
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   float scale = m->c.xscaling ? sqrtf((float)d) : 0;
   dw_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, valid, a->enc.x, scale);
@@ -118,6 +144,19 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
   if (head) *head = h;
   *t_out = t;
   return 0;
+}
+
+int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, float **enc, float **head,
+                     uint32_t *t) {
+  if (!mel) return err_set(STENO_ERR_INVALID, "parakeet: no mel frames");
+  return forward(s, mel, NULL, 0, valid, enc, head, t);
+}
+
+int parakeet_forward_pcm(parakeet_session *s, const float *pcm, size_t n, float **enc, float **head,
+                         uint32_t *t) {
+  size_t valid = n / (size_t)s->m->mel.c.hop;
+  if (!pcm || valid > UINT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: %zu samples", n);
+  return forward(s, NULL, pcm, n, (uint32_t)valid, enc, head, t);
 }
 
 /* Greedy decoding of the head's output on the host; stop is polled during a
@@ -162,15 +201,16 @@ int parakeet_transcribe(parakeet_session *s, const float *pcm, size_t n,
   double seconds = (double)n / m->mel.c.sample_rate;
   /* Too short for two mel frames: no speech to find. */
   if (n / (size_t)m->mel.c.hop < 2) return result_empty(seconds, out);
-  float *mel, *head;
+  float *mel = NULL, *head = NULL;
   size_t frames, valid;
   uint32_t t;
   double t0 = time_now();
-  TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
+  /* Features on the GPU: made in the encoder's submission (its stage's time). */
+  if (!m->gmel) TRY(parakeet_features(m, pcm, n, &mel, &frames, &valid));
   double t1 = time_now();
   bool gpu = parakeet_decode_on_gpu(s);
-  head = NULL;
-  int st = parakeet_forward(s, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
+  int st = m->gmel ? parakeet_forward_pcm(s, pcm, n, NULL, gpu ? NULL : &head, &t)
+                   : parakeet_forward(s, mel, (uint32_t)valid, NULL, gpu ? NULL : &head, &t);
   free(mel);
   if (st) return st;
   double t2 = time_now();

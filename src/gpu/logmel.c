@@ -1,0 +1,129 @@
+#include "gpu/logmel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+
+/* logmel.comp's invocations a workgroup, and its shared memory for n_fft N:
+ * N complex doubles, N/2 twiddles, two power spectra of f32. */
+enum { LOGMEL_WG = 64, HEADER = 4 };
+
+static uint64_t shared_bytes(uint32_t n) { return 16ull * n + 8ull * (n / 2) + 8ull * (n / 2 + 1); }
+
+struct gpu_logmel {
+  gpu_logmel_config c; /* its arrays not kept */
+  gpu_buffer *tw, *bank;
+};
+
+bool gpu_logmel_offered(const gpu_device *dev, uint32_t n_fft) {
+  const gpu_info *i = gpu_device_info(dev);
+  return i->float64 && n_fft >= 16 && n_fft <= 1024 && !(n_fft & (n_fft - 1)) &&
+         shared_bytes(n_fft) <= i->max_shared_memory;
+}
+
+int gpu_logmel_new(gpu_device *dev, const gpu_logmel_config *c, gpu_logmel **out) {
+  *out = NULL;
+  if (!gpu_logmel_offered(dev, c->n_fft))
+    return err_set(STENO_ERR_UNSUPPORTED, "log-mel on the GPU: n_fft %u on a device %s doubles",
+                   c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
+  uint32_t N = c->n_fft, F = c->n_mels;
+  if (c->hop < 1 || F < 1 || F > 65535u * 32 || !c->window || !c->first || !c->start ||
+      !c->weights || c->start[0] != 0)
+    return err_set(STENO_ERR_INVALID, "log-mel on the GPU: hop %u, %u mels", c->hop, F);
+  for (uint32_t m = 0; m < F; m++)
+    if (c->first[m] < 0 || c->start[m + 1] < c->start[m] ||
+        c->first[m] + (c->start[m + 1] - c->start[m]) > (int)(N / 2 + 1))
+      return err_set(STENO_ERR_INVALID, "log-mel on the GPU: filter %u leaves the spectrum", m);
+  gpu_logmel *lm = calloc(1, sizeof *lm);
+  size_t nw = (size_t)c->start[F];
+  double *tw = mem_alloc(2 * N, sizeof *tw);
+  uint32_t *bank = mem_alloc(2 * (size_t)F + 1 + nw, sizeof *bank);
+  int st = lm && tw && bank ? 0 : STENO_ERR_NOMEM;
+  if (!st) {
+    for (uint32_t k = 0; k < N / 2; k++) {
+      double a = -2.0 * M_PI * k / N;
+      tw[2 * k] = cos(a), tw[2 * k + 1] = sin(a);
+    }
+    memcpy(tw + N, c->window, N * sizeof *tw);
+    for (uint32_t m = 0; m < F; m++) bank[m] = (uint32_t)c->first[m];
+    for (uint32_t m = 0; m <= F; m++) bank[F + m] = (uint32_t)c->start[m];
+    memcpy(bank + 2 * F + 1, c->weights, nw * sizeof *c->weights);
+    lm->c = *c;
+    lm->c.window = NULL, lm->c.first = lm->c.start = NULL, lm->c.weights = NULL;
+    st = gpu_buffer_from(dev, tw, 2 * N * sizeof *tw, &lm->tw);
+  }
+  if (!st) st = gpu_buffer_from(dev, bank, (2 * (size_t)F + 1 + nw) * sizeof *bank, &lm->bank);
+  free(tw);
+  free(bank);
+  if (st) {
+    gpu_logmel_free(lm);
+    return st;
+  }
+  *out = lm;
+  return 0;
+}
+
+void gpu_logmel_free(gpu_logmel *lm) {
+  if (!lm) return;
+  gpu_buffer_free(lm->tw);
+  gpu_buffer_free(lm->bank);
+  free(lm);
+}
+
+size_t gpu_logmel_input_floats(uint32_t clips, size_t samples) {
+  return (size_t)HEADER * clips + samples;
+}
+
+static float word(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+void gpu_logmel_input(const gpu_logmel *lm, const float *const *pcm, const size_t *n,
+                      uint32_t clips, float *host) {
+  size_t at = (size_t)HEADER * clips;
+  for (uint32_t i = 0; i < clips; i++) {
+    host[HEADER * i] = word((uint32_t)at);
+    host[HEADER * i + 1] = word((uint32_t)n[i]);
+    host[HEADER * i + 2] = word((uint32_t)(n[i] / lm->c.hop));
+    host[HEADER * i + 3] = 0;
+    memcpy(host + at, pcm[i], n[i] * sizeof *host);
+    at += n[i];
+  }
+}
+
+void gpu_logmel_record(gpu_rec *rec, const gpu_logmel *lm, gpu_buffer *in, uint32_t clips,
+                       uint32_t pitch, gpu_buffer *y) {
+  uint32_t F = lm ? lm->c.n_mels : 0;
+  uint64_t out = (uint64_t)clips * pitch * F;
+  if (!lm || !in || !y || clips == 0 || clips > 65535 || pitch == 0 || pitch / 2 >= 65535 ||
+      gpu_buffer_size(in) < (uint64_t)HEADER * clips * sizeof(float) ||
+      gpu_buffer_size(in) / sizeof(float) > UINT32_MAX || out > UINT32_MAX ||
+      gpu_buffer_size(y) < out * sizeof(float)) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID,
+                              "logmel: bad shape (%u clips of %u frames, %u mels) or buffers",
+                              clips, pitch, F));
+    return;
+  }
+  uint32_t N = lm->c.n_fft, logn = 0;
+  while ((1u << logn) < N) logn++;
+  uint32_t spec[] = {LOGMEL_WG, N, logn};
+  gpu_kernel *k = gpu_rec_kernel(rec, "logmel", spec, 3);
+  struct {
+    uint32_t pitch, F, hop;
+    float pre;
+  } push = {pitch, F, lm->c.hop, lm->c.preemphasis};
+  gpu_buffer *bufs[] = {in, lm->tw, lm->bank, y};
+  gpu_dispatch(rec, k, bufs, 4, &push, sizeof push, (pitch + 1) / 2, clips, 1);
+  if (!lm->c.normalize) return;
+  struct {
+    uint32_t pitch, F;
+  } np = {pitch, F};
+  gpu_buffer *nb[] = {in, y};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "logmel_norm", NULL, 0), nb, 2, &np, sizeof np,
+               (F + 31) / 32, clips, 1);
+}

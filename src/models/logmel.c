@@ -1,0 +1,107 @@
+#include "models/logmel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/mem.h"
+
+/* The load's check: the GPU's features within this of the CPU's (absolute, on
+ * log-mel values or normalized ones). test_logmel measures ~1e-5 at most. */
+#define CHECK_TOL 1e-3
+
+void logmel_config(const mel_frontend *mel, gpu_logmel_config *c) {
+  *c = (gpu_logmel_config){.n_fft = (uint32_t)mel->c.n_fft,
+                           .hop = (uint32_t)mel->c.hop,
+                           .n_mels = (uint32_t)mel->c.n_mels,
+                           .preemphasis = mel->c.preemphasis,
+                           .normalize = mel->c.normalize,
+                           .window = mel->window,
+                           .first = mel->bank.first,
+                           .start = mel->bank.start,
+                           .weights = mel->bank.weights};
+}
+
+/* Tones, a gap of silence and a little noise: every path of the frames. */
+static void test_signal(float *x, size_t n) {
+  uint32_t s = 12345;
+  for (size_t i = 0; i < n; i++) {
+    double t = (double)i / 16000.0;
+    s = s * 1664525u + 1013904223u;
+    double noise = ((double)(s >> 8) / 16777216.0 - 0.5) * 2e-3;
+    double tone = 0.3 * sin(2 * M_PI * 310 * t) + 0.1 * sin(2 * M_PI * 1234.5 * t) +
+                  0.02 * sin(2 * M_PI * 4100 * t);
+    x[i] = i > n / 3 && i < n / 2 ? 0.0f : (float)(tone + noise);
+  }
+}
+
+double logmel_check(gpu_device *dev, const mel_frontend *mel, const gpu_logmel *lm, size_t samples) {
+  size_t frames = mel_frames(mel, samples), valid = 0, F = (size_t)mel->c.n_mels;
+  size_t in_floats = gpu_logmel_input_floats(1, samples);
+  float *pcm = mem_alloc(samples, sizeof *pcm), *want = mem_alloc(frames * F, sizeof *want);
+  float *host = mem_alloc(in_floats, sizeof *host), *got = mem_alloc(frames * F, sizeof *got);
+  gpu_buffer *in = NULL, *y = NULL;
+  gpu_rec *rec = NULL;
+  int st = pcm && want && host && got ? 0 : STENO_ERR_NOMEM;
+  if (!st) {
+    test_signal(pcm, samples);
+    st = mel_compute(mel, pcm, samples, want, &valid);
+  }
+  if (!st) {
+    const float *clip = pcm;
+    gpu_logmel_input(lm, &clip, &samples, 1, host);
+    st = gpu_buffer_from(dev, host, in_floats * sizeof *host, &in);
+  }
+  if (!st) st = gpu_buffer_new(dev, frames * F * sizeof(float), &y);
+  if (!st) st = gpu_rec_new(dev, &rec);
+  if (!st) st = gpu_rec_begin(rec);
+  if (!st) {
+    gpu_logmel_record(rec, lm, in, 1, (uint32_t)frames, y);
+    st = gpu_rec_run(rec);
+  }
+  if (!st) st = gpu_download(y, 0, got, frames * F * sizeof *got);
+  double worst = 0;
+  for (size_t i = 0; !st && i < frames * F; i++) {
+    double d = fabs((double)got[i] - want[i]);
+    if (!(d <= worst)) worst = d; /* NaN stays */
+  }
+  gpu_rec_free(rec);
+  gpu_buffer_free(in);
+  gpu_buffer_free(y);
+  free(pcm), free(want), free(host), free(got);
+  return st ? -(double)st : worst;
+}
+
+int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out) {
+  *out = NULL;
+  const char *e = getenv("STENO_FEATURES");
+  bool forced = e && !strcasecmp(e, "gpu");
+  if ((e && !strcasecmp(e, "cpu")) || (!forced && gpu_device_is_cpu(dev))) return 0;
+  if (!gpu_logmel_offered(dev, (uint32_t)mel->c.n_fft)) {
+    if (forced)
+      log_warn("STENO_FEATURES=gpu: %s cannot make these features (n_fft %d, doubles: %s); "
+               "the CPU makes them", gpu_device_info(dev)->name, mel->c.n_fft,
+               gpu_device_info(dev)->float64 ? "yes" : "no");
+    return 0;
+  }
+  gpu_logmel_config c;
+  logmel_config(mel, &c);
+  gpu_logmel *lm;
+  TRY(gpu_logmel_new(dev, &c, &lm));
+  double worst = logmel_check(dev, mel, lm, 9600);
+  if (worst < 0) {
+    gpu_logmel_free(lm);
+    return (int)-worst;
+  }
+  if (!(worst <= CHECK_TOL)) {
+    log_warn("%s: log-mel features on the GPU off by %g from the CPU's; the CPU makes them",
+             gpu_device_info(dev)->name, worst);
+    gpu_logmel_free(lm);
+    return 0;
+  }
+  *out = lm;
+  return 0;
+}

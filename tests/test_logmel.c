@@ -1,0 +1,142 @@
+/* logmel + logmel_norm (NeMo's log-mel frames on the GPU, FFT in double)
+ * against the CPU frontend's mel_compute: Parakeet's frontend (n_fft 512, 400
+ * window, hop 160, 128 mels, pre-emphasis, normalization) and others (80 mels
+ * without pre-emphasis or normalization, n_fft 256, n_fft 1 024), over clips of
+ * 2 frames to 20 s side by side in one dispatch with their padding (rows from a
+ * clip's valid frames to the pitch must be 0), on tones, noise and silence;
+ * then the load's check (logmel_check) and bad shapes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/mel.h"
+#include "gpu/logmel.h"
+#include "gpu_test.h"
+#include "models/logmel.h"
+#include "steno.h"
+
+/* Log-mel values within this of the CPU's (absolute; normalized or not). */
+#define TOL 2e-4f
+
+enum { CLIPS = 6 };
+
+static float *signal(size_t n, uint32_t seed) {
+  float *x = test_random(n, seed);
+  for (size_t i = 0; i < n; i++) {
+    double t = (double)i / 16000.0, f = 200.0 + 37.0 * (seed % 11);
+    double env = 0.5 + 0.5 * sin(2 * M_PI * 1.3 * t);
+    x[i] = (float)(0.4 * env * sin(2 * M_PI * f * t) + 0.05 * sin(2 * M_PI * 3.7 * f * t) +
+                   0.01 * x[i]);
+    if (seed % 3 == 0 && i > n / 4 && i < n / 2) x[i] = 0; /* a silent stretch */
+  }
+  return x;
+}
+
+static void one_config(const char *what, const mel_config *cfg) {
+  mel_frontend mel;
+  CHECK_OK(mel_init(&mel, cfg));
+  gpu_device *dev = test_device();
+  gpu_logmel_config c;
+  logmel_config(&mel, &c);
+  gpu_logmel *lm = NULL;
+  CHECK_OK(gpu_logmel_new(dev, &c, &lm));
+  if (!lm) {
+    mel_free(&mel);
+    return;
+  }
+  size_t hop = (size_t)cfg->hop, F = (size_t)cfg->n_mels;
+  size_t n[CLIPS] = {2 * hop, 2 * hop + 1, 7 * hop + hop - 1, 16000 + 7, 48000, 320000};
+  float *pcm[CLIPS];
+  uint32_t pitch = 0;
+  size_t total = 0;
+  for (int i = 0; i < CLIPS; i++) {
+    pcm[i] = signal(n[i], 7 + (uint32_t)i);
+    total += n[i];
+    if (n[i] / hop > pitch) pitch = (uint32_t)(n[i] / hop);
+  }
+  pitch += 3; /* padding rows past the longest clip too */
+  size_t in_floats = gpu_logmel_input_floats(CLIPS, total);
+  float *host = test_floats(in_floats);
+  gpu_logmel_input(lm, (const float *const *)pcm, n, CLIPS, host);
+  gpu_buffer *in = test_upload(host, in_floats);
+  gpu_buffer *y = test_random_buffer((size_t)CLIPS * pitch * F, 3); /* garbage to overwrite */
+  gpu_rec *rec = test_rec();
+  gpu_logmel_record(rec, lm, in, CLIPS, pitch, y);
+  float *got = test_run_read(rec, y, (size_t)CLIPS * pitch * F);
+  for (int i = 0; i < CLIPS && got; i++) {
+    size_t frames = mel_frames(&mel, n[i]), valid = 0;
+    float *want = test_floats(frames * F);
+    CHECK_OK(mel_compute(&mel, pcm[i], n[i], want, &valid));
+    const float *g = got + (size_t)i * pitch * F;
+    char name[128];
+    snprintf(name, sizeof name, "%s, clip of %zu samples", what, n[i]);
+    check_abs(name, g, want, valid * F, TOL);
+    size_t nonzero = 0;
+    for (size_t r = valid * F; r < (size_t)pitch * F; r++) nonzero += g[r] != 0.0f;
+    CHECK(nonzero == 0, "%s: %zu values past the %zu valid frames are not 0", name, nonzero, valid);
+    free(want);
+  }
+  free(got);
+  gpu_rec_free(rec);
+  gpu_buffer_free(in);
+  gpu_buffer_free(y);
+  free(host);
+  for (int i = 0; i < CLIPS; i++) free(pcm[i]);
+
+  double worst = logmel_check(dev, &mel, lm, 9600);
+  CHECK(worst >= 0 && worst <= TOL, "%s: the load's check: %g", what, worst);
+
+  /* Bad shapes fail the recording, never dispatch. */
+  gpu_buffer *small = test_random_buffer(8, 1), *out = test_random_buffer(64, 2);
+  gpu_rec *bad = test_rec();
+  gpu_logmel_record(bad, lm, small, 3, 4, out); /* 3 clips' headers need 12 words */
+  CHECK(gpu_rec_run(bad) == STENO_ERR_INVALID, "%s: a short input is refused", what);
+  CHECK_OK(gpu_rec_begin(bad));
+  gpu_logmel_record(bad, lm, small, 1, 0, out);
+  CHECK(gpu_rec_run(bad) == STENO_ERR_INVALID, "%s: pitch 0 is refused", what);
+  CHECK_OK(gpu_rec_begin(bad));
+  gpu_logmel_record(bad, lm, small, 1, 1000, out);
+  CHECK(gpu_rec_run(bad) == STENO_ERR_INVALID, "%s: a short output is refused", what);
+  gpu_rec_free(bad);
+  gpu_buffer_free(small);
+  gpu_buffer_free(out);
+  gpu_logmel_free(lm);
+  mel_free(&mel);
+}
+
+int main(void) {
+  gpu_device *dev = test_device();
+  if (!gpu_logmel_offered(dev, 512)) {
+    printf("test_logmel: %s has no doubles in shaders; the GPU log-mel is not used there\n",
+           gpu_device_info(dev)->name);
+    CHECK(!gpu_device_info(dev)->float64, "offered with doubles");
+    return check_done();
+  }
+  mel_config parakeet = {.sample_rate = 16000, .n_fft = 512, .win_length = 400, .hop = 160,
+                         .n_mels = 128, .preemphasis = 0.97f, .f_min = 0, .f_max = 8000,
+                         .normalize = true};
+  one_config("Parakeet's frontend", &parakeet);
+  mel_config plain = parakeet;
+  plain.n_mels = 80, plain.preemphasis = 0, plain.normalize = false;
+  one_config("80 mels, raw", &plain);
+  mel_config small = {.sample_rate = 16000, .n_fft = 256, .win_length = 200, .hop = 80,
+                      .n_mels = 40, .preemphasis = 0.97f, .f_min = 20, .f_max = 7600,
+                      .normalize = true};
+  one_config("n_fft 256", &small);
+  mel_config big = {.sample_rate = 16000, .n_fft = 1024, .win_length = 1024, .hop = 256,
+                    .n_mels = 64, .preemphasis = 0, .f_min = 0, .f_max = 8000, .normalize = false};
+  one_config("n_fft 1024", &big);
+
+  /* What cannot run: a size the kernel does not take, a filter past the spectrum. */
+  gpu_logmel *lm = NULL;
+  mel_frontend mel;
+  CHECK_OK(mel_init(&mel, &parakeet));
+  gpu_logmel_config c;
+  logmel_config(&mel, &c);
+  c.n_fft = 400;
+  CHECK(gpu_logmel_new(dev, &c, &lm) == STENO_ERR_UNSUPPORTED && !lm, "n_fft 400 is refused");
+  c.n_fft = 256; /* the filters reach bin 256 of 512's spectrum: past 256's 129 bins */
+  CHECK(gpu_logmel_new(dev, &c, &lm) == STENO_ERR_INVALID && !lm, "filters past the spectrum");
+  mel_free(&mel);
+  return check_done();
+}
