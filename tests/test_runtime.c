@@ -11,6 +11,7 @@
 #include "gpu/attention.h"
 #include "gpu/internal.h"
 #include "gpu/elementwise.h"
+#include "base/pool.h"
 #include "gpu_test.h"
 #include "steno.h"
 
@@ -62,6 +63,20 @@ static void transfers(gpu_device *d) {
   CHECK_OK(gpu_upload(b, 64, x, n * 4));
   CHECK_OK(gpu_download(b, 64, y, n * 4));
   CHECK(!memcmp(x, y, n * 4), "round trip through the device differs");
+  /* Again with workers lent to this thread (a call's): the copies through
+   * staging split over them, a length that is no multiple of their share. */
+  pool *workers = NULL;
+  CHECK_OK(pool_new(3, &workers));
+  pool *before = pool_lend(workers);
+  size_t m = n - 5;
+  float *x2 = test_random(m, 4);
+  memset(y, 0, n * 4);
+  CHECK_OK(gpu_upload(b, 16, x2, m * 4));
+  CHECK_OK(gpu_download(b, 16, y, m * 4));
+  CHECK(!memcmp(x2, y, m * 4), "round trip with workers lent differs");
+  pool_lend(before);
+  pool_free(workers);
+  free(x2);
   CHECK(gpu_upload(b, 65, x, n * 4) == STENO_ERR_INVALID, "upload past the end accepted");
   CHECK(strstr(steno_last_error(), "past") != NULL, "message: %s", steno_last_error());
   CHECK(gpu_memory_used(d) >= n * 4, "memory used %zu", gpu_memory_used(d));

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/pool.h"
 
 /* logmel.comp's invocations a workgroup, and its shared memory for n_fft N:
  * N complex doubles, N/2 twiddles, two power spectra of f32. */
@@ -83,6 +84,21 @@ static float word(uint32_t u) {
   return f;
 }
 
+typedef struct {
+  const float *const *pcm;
+  const size_t *n;
+  float *host;
+} input_job;
+
+/* Clip i's samples to where its header says (the clips side by side on the
+ * threads lent to the caller). */
+static void input_clip(void *ctx, int i) {
+  const input_job *j = ctx;
+  uint32_t at;
+  memcpy(&at, &j->host[HEADER * i], sizeof at);
+  memcpy(j->host + at, j->pcm[i], j->n[i] * sizeof *j->host);
+}
+
 void gpu_logmel_input(const gpu_logmel *lm, const float *const *pcm, const size_t *n,
                       uint32_t clips, float *host) {
   size_t at = (size_t)HEADER * clips;
@@ -91,9 +107,11 @@ void gpu_logmel_input(const gpu_logmel *lm, const float *const *pcm, const size_
     host[HEADER * i + 1] = word((uint32_t)n[i]);
     host[HEADER * i + 2] = word((uint32_t)(n[i] / lm->c.hop));
     host[HEADER * i + 3] = 0;
-    memcpy(host + at, pcm[i], n[i] * sizeof *host);
     at += n[i];
   }
+  input_job j = {pcm, n, host};
+  if (clips == 1) input_clip(&j, 0);
+  else pool_run_lent((int)clips, input_clip, &j);
 }
 
 void gpu_logmel_record(gpu_rec *rec, const gpu_logmel *lm, gpu_buffer *in, uint32_t clips,

@@ -269,6 +269,19 @@ static void copy_wide(gpu_device *d, char *dst, const char *src, size_t bytes) {
   pool_run(d->copiers, (int)tasks, copy_task, &j);
 }
 
+/* memcpy over the threads lent to the caller (a session's workers during a
+ * call; none: in turn), in tasks of COPY_TASK bytes or more: a call's
+ * transfers through staging (a batch's samples: 45 MB for 64 × 11 s). */
+static void copy_lent(char *dst, const char *src, size_t bytes) {
+  if (bytes < 2 * COPY_TASK) {
+    memcpy(dst, src, bytes);
+    return;
+  }
+  size_t tasks = bytes / COPY_TASK < 16 ? bytes / COPY_TASK : 16;
+  copy_job j = {dst, src, bytes, (bytes + tasks - 1) / tasks};
+  pool_run_lent((int)tasks, copy_task, &j);
+}
+
 /* Submits the half being filled (if it holds copies) and moves to the other,
  * waiting for that one's last copies. */
 static int batch_next(gpu_device *d) {
@@ -443,10 +456,10 @@ static int staged(gpu_buffer *b, size_t offset, void *host, size_t bytes, bool t
     gpu_buffer *sb = to_device ? d->staging : d->readback;
     char *at = (char *)host + done, *stage = (char *)sb->map + (size_t)half * STAGING_HALF;
     st = staged_wait(d, pending, half);
-    if (!st && to_device) memcpy(stage, at, n);
+    if (!st && to_device) copy_lent(stage, at, n);
     if (!st) st = staged_copy(d, b, offset + done, n, to_device, half);
     pending[half] = !st;
-    if (!st && !to_device && !(st = staged_wait(d, pending, half))) memcpy(at, stage, n);
+    if (!st && !to_device && !(st = staged_wait(d, pending, half))) copy_lent(at, stage, n);
     done += n;
   }
   for (int half = 0; half < 2; half++) {
