@@ -17,6 +17,12 @@
 # the variants build_benches.sh assembled) over the encoders' shapes, then
 # gemm_tc's own tiles at the same shapes (gemm_tc_sweep wide and own), in one
 # call so that only ratios within it count; not among the default steps.
+# switches: the runtime switches A/B'd with the same binary in one call (after
+# models, whose files they use): STENO_FEATURES=cpu against the default (the
+# log-mel on the GPU) on Parakeet's speech-rate file (COMPILE=1 made it), one
+# clip and a batch of 64; STENO_ATTENTION_PRECISION=1 and STENO_GEMM_CM2=1
+# against the default on Whisper (32 tokens) and Parakeet; not among the
+# default steps.
 # Test programs can take over a minute there (test_gemm ~70 s): give them room.
 # The GPU machine has no libmicrohttpd, which the steno CLI links (steno serve):
 # besides the Vulkan loader's packages, bring libmicrohttpd12 in the same .gl
@@ -76,4 +82,27 @@ if [[ $steps == *models* ]]; then
   wmodel=$(ls /tmp/whisper_real/*.gguf 2>/dev/null | head -1)
   [ -n "$wmodel" ] && step 60 profile_whisper.txt env STENO_PROFILE=1 STENO_BENCH_TOKENS=32 \
     "$build/steno" bench "$wmodel" "$clip" -n 3
+fi
+if [[ $steps == *switches* ]]; then
+  wrap() { # wrap NAME VAR=VALUE: a steno that runs with that switch
+    printf '#!/bin/sh\nexport %s\nexec "%s" "$@"\n' "$2" "$(realpath "$build/steno")" >"$out/$1"
+    chmod +x "$out/$1"
+  }
+  wrap steno-fcpu STENO_FEATURES=cpu
+  wrap steno-p1 STENO_ATTENTION_PRECISION=1
+  wrap steno-cm2 STENO_GEMM_CM2=1
+  model=/tmp/parakeet_real/parakeet_tdt_0.6b_random-F16.gguf
+  speech=/tmp/parakeet_real/parakeet_tdt_0.6b_random-F16-speech30.gguf
+  [ -f "$speech" ] || speech=$model
+  step 90 switches.txt sh bench/ab.sh "$out/steno-fcpu" "$build/steno" "$speech" "$clip" 2 20
+  step 120 switches.txt sh bench/ab.sh "$out/steno-fcpu" "$build/steno" "$speech" "$clip" 2 3 \
+    --batch 64
+  step 90 switches.txt sh bench/ab.sh "$build/steno" "$out/steno-cm2" "$speech" "$clip" 2 20
+  wmodel=$(ls /tmp/whisper_real/*.gguf 2>/dev/null | head -1)
+  if [ -n "$wmodel" ]; then
+    step 90 switches.txt env STENO_BENCH_TOKENS=32 sh bench/ab.sh "$build/steno" "$out/steno-p1" \
+      "$wmodel" "$clip" 2 5
+    step 90 switches.txt env STENO_BENCH_TOKENS=32 sh bench/ab.sh "$build/steno" \
+      "$out/steno-cm2" "$wmodel" "$clip" 2 5
+  fi
 fi
