@@ -104,6 +104,37 @@ static void one_config(const char *what, const mel_config *cfg) {
   mel_free(&mel);
 }
 
+/* More frame pairs than a grid's 65 535 workgroups (they loop): a frontend of
+ * hop 1 whose 131 100 frames are cheap, against mel_compute. */
+static void grid_wrap(void) {
+  mel_config tiny = {.sample_rate = 16000, .n_fft = 32, .win_length = 32, .hop = 1, .n_mels = 8,
+                     .preemphasis = 0.97f, .f_min = 0, .f_max = 8000, .normalize = true};
+  mel_frontend mel;
+  CHECK_OK(mel_init(&mel, &tiny));
+  gpu_logmel_config c;
+  logmel_config(&mel, &c);
+  gpu_logmel *lm = NULL;
+  CHECK_OK(gpu_logmel_new(test_device(), &c, &lm));
+  size_t n = 131100, frames = mel_frames(&mel, n), valid = 0;
+  float *pcm = signal(n, 5), *want = test_floats(frames * 8);
+  CHECK_OK(mel_compute(&mel, pcm, n, want, &valid));
+  size_t in_floats = gpu_logmel_input_floats(1, n);
+  float *host = test_floats(in_floats);
+  const float *clip = pcm;
+  if (lm) gpu_logmel_input(lm, &clip, &n, 1, host);
+  gpu_buffer *in = test_upload(host, in_floats), *y = test_random_buffer(frames * 8, 4);
+  gpu_rec *rec = test_rec();
+  gpu_logmel_record(rec, lm, in, 1, (uint32_t)frames, y);
+  float *got = test_run_read(rec, y, frames * 8);
+  if (got) check_abs("131 100 frames of hop 1", got, want, frames * 8, TOL);
+  free(got), free(host), free(pcm), free(want);
+  gpu_rec_free(rec);
+  gpu_buffer_free(in);
+  gpu_buffer_free(y);
+  gpu_logmel_free(lm);
+  mel_free(&mel);
+}
+
 int main(void) {
   gpu_device *dev = test_device();
   if (!gpu_logmel_offered(dev, 512)) {
@@ -126,6 +157,7 @@ int main(void) {
   mel_config big = {.sample_rate = 16000, .n_fft = 1024, .win_length = 1024, .hop = 256,
                     .n_mels = 64, .preemphasis = 0, .f_min = 0, .f_max = 8000, .normalize = false};
   one_config("n_fft 1024", &big);
+  grid_wrap();
 
   /* What cannot run: a size the kernel does not take, a filter past the spectrum. */
   gpu_logmel *lm = NULL;

@@ -118,7 +118,7 @@ void gpu_logmel_record(gpu_rec *rec, const gpu_logmel *lm, gpu_buffer *in, uint3
                        uint32_t pitch, gpu_buffer *y) {
   uint32_t F = lm ? lm->c.n_mels : 0;
   uint64_t out = (uint64_t)clips * pitch * F;
-  if (!lm || !in || !y || clips == 0 || clips > 65535 || pitch == 0 || pitch / 2 >= 65535 ||
+  if (!lm || !in || !y || clips == 0 || clips > 65535 || pitch == 0 ||
       gpu_buffer_size(in) < (uint64_t)HEADER * clips * sizeof(float) ||
       gpu_buffer_size(in) / sizeof(float) > UINT32_MAX || out > UINT32_MAX ||
       gpu_buffer_size(y) < out * sizeof(float)) {
@@ -136,7 +136,8 @@ void gpu_logmel_record(gpu_rec *rec, const gpu_logmel *lm, gpu_buffer *in, uint3
     float pre;
   } push = {pitch, F, lm->c.hop, lm->c.preemphasis};
   gpu_buffer *bufs[] = {in, lm->tw, lm->bank, y};
-  gpu_dispatch(rec, k, bufs, 4, &push, sizeof push, (pitch + 1) / 2, clips, 1);
+  uint32_t pairs = pitch / 2 + pitch % 2;
+  gpu_dispatch(rec, k, bufs, 4, &push, sizeof push, pairs < 65535 ? pairs : 65535, clips, 1);
   if (!lm->c.normalize) return;
   struct {
     uint32_t pitch, F;

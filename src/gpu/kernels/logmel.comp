@@ -44,10 +44,9 @@ float sample_at(uint off, uint n, uint t, uint j) {
   return v;
 }
 
-void main() {
+// Frames t0 and t0 + 1 of clip gl_WorkGroupID.y (the workgroup's together).
+void frames(uint t0) {
   uint lid = gl_LocalInvocationID.x, clip = gl_WorkGroupID.y;
-  uint t0 = 2 * gl_WorkGroupID.x;
-  if (t0 >= p.pitch) return;
   uint off = floatBitsToUint(x[4 * clip]), n = floatBitsToUint(x[4 * clip + 1]);
   uint valid = floatBitsToUint(x[4 * clip + 2]);
   uint row = clip * p.pitch + t0;
@@ -97,4 +96,9 @@ void main() {
     y[row * p.F + m] = log(float(acc0) + guard);
     if (second) y[(row + 1) * p.F + m] = pair ? log(float(acc1) + guard) : 0.0;
   }
+}
+
+void main() {
+  // Pairs past the grid's width in turn (the grid's x is at most 65 535).
+  for (uint g = gl_WorkGroupID.x; 2 * g < p.pitch; g += gl_NumWorkGroups.x) frames(2 * g);
 }
