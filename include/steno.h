@@ -16,8 +16,9 @@
  *   STENO_SPLIT=0/1        GPU work in one submission / in several (default: several on a discrete GPU)
  *   STENO_NO_MAP=1         staged transfers even where memory is mappable (tests)
  *   STENO_DECODER=cpu|gpu  where transducers search (default: the GPU, the CPU on a CPU device)
- *   STENO_FEATURES=cpu|gpu where Parakeet's log-mel features are made (default: the GPU where
- *                          it has doubles in shaders and is not a CPU, checked at load)
+ *   STENO_FEATURES=cpu|gpu where Parakeet's and Whisper's log-mel features are made (default:
+ *                          the GPU where it has doubles in shaders and is not a CPU, checked
+ *                          at load)
  *   STENO_BENCH_TOKENS=N   Whisper decodes exactly N tokens a window (benchmarks)
  *   STENO_GEMM_CM2=1       the experimental GEMM through NVIDIA's cooperative_matrix2 (its
  *                          features enabled, probed and timed where offered; not yet run on

@@ -4,7 +4,11 @@
  * without pre-emphasis or normalization, n_fft 256, n_fft 1 024), over clips of
  * 2 frames to 20 s side by side in one dispatch with their padding (rows from a
  * clip's valid frames to the pitch must be 0), on tones, noise and silence;
- * then the load's check (logmel_check) and bad shapes. */
+ * then the load's check (logmel_check) and bad shapes. Whisper's (wmel,
+ * wmel_norm) against wmel_compute at n_fft 400, hop 160, 128 and 80 mels:
+ * clips of 1 sample to past the 30 s window (padding frames, reflection at
+ * both ends, a clip longer than the window), rows past the frames 0, its
+ * load check and bad shapes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +139,63 @@ static void grid_wrap(void) {
   mel_free(&mel);
 }
 
+/* Whisper's shapes: triangles over the bins (test_whisper_mel's), a periodic Hann window. */
+static void whisper_one(int mels) {
+  enum { NFFT = 400, HOP = 160, WINDOW = 480000 };
+  int bins = NFFT / 2 + 1;
+  float *fb = test_floats((size_t)mels * bins), window[NFFT];
+  for (int m = 0; m < mels; m++)
+    for (int k = 0; k < bins; k++) {
+      double c = (m + 1) * (bins - 1.0) / (mels + 1), w = 1.0 - fabs(k - c) / 2.5;
+      fb[m * bins + k] = (float)(w > 0 ? w * 0.01 : 0);
+    }
+  for (int j = 0; j < NFFT; j++) window[j] = (float)(0.5 - 0.5 * cos(2 * M_PI * j / NFFT));
+  wmel mel;
+  CHECK_OK(wmel_init(&mel, NFFT, HOP, mels, WINDOW, fb, window));
+  free(fb);
+  gpu_device *dev = test_device();
+  gpu_wmel_config c;
+  wmel_gpu_config(&mel, &c);
+  gpu_wmel *wm = NULL;
+  CHECK_OK(gpu_wmel_new(dev, &c, &wm));
+  static const size_t lengths[] = {1, 399, 9600, 48000 + 77, 176000, WINDOW, WINDOW + 12345};
+  for (size_t i = 0; wm && i < sizeof lengths / sizeof *lengths; i++) {
+    size_t n = lengths[i], len = n > WINDOW ? n : WINDOW, frames = 0;
+    size_t T = wmel_frames(&mel, n), A = wmel_audio_frames(&mel, n), all = T + 7;
+    float *pcm = signal(n, 11 + (uint32_t)i), *want = NULL;
+    CHECK_OK(wmel_compute(&mel, pcm, n, &want, &frames));
+    gpu_buffer *x = test_upload(pcm, n), *top = test_random_buffer(A, 1);
+    gpu_buffer *y = test_random_buffer(all * mels, 2);
+    gpu_rec *rec = test_rec();
+    gpu_wmel_record(rec, wm, x, (uint32_t)n, (uint32_t)len, (uint32_t)A, (uint32_t)T,
+                    (uint32_t)all, top, y);
+    float *got = test_run_read(rec, y, all * mels);
+    char name[96];
+    snprintf(name, sizeof name, "Whisper, %d mels, %zu samples", mels, n);
+    if (got && want && frames == T) check_abs(name, got, want, T * mels, TOL);
+    size_t nonzero = 0;
+    for (size_t r = T * mels; got && r < all * mels; r++) nonzero += got[r] != 0.0f;
+    CHECK(got && nonzero == 0, "%s: %zu values past the %zu frames are not 0", name, nonzero, T);
+    free(got), free(want), free(pcm);
+    gpu_rec_free(rec);
+    gpu_buffer_free(x), gpu_buffer_free(top), gpu_buffer_free(y);
+  }
+  double worst = wm ? wmel_check(dev, &mel, wm, 9600) : -1;
+  CHECK(worst >= 0 && worst <= TOL, "Whisper, %d mels: the load's check: %g", mels, worst);
+  /* Bad shapes fail the recording. */
+  gpu_buffer *small = test_random_buffer(64, 1);
+  gpu_rec *bad = test_rec();
+  gpu_wmel_record(bad, wm, small, 100, 480000, 4, 3000, 3000, small, small);
+  CHECK(gpu_rec_run(bad) == STENO_ERR_INVALID, "Whisper: a short output is refused");
+  CHECK_OK(gpu_rec_begin(bad));
+  gpu_wmel_record(bad, wm, small, 100, 50, 1, 1, 1, small, small);
+  CHECK(gpu_rec_run(bad) == STENO_ERR_INVALID, "Whisper: a padded length below the clip's is refused");
+  gpu_rec_free(bad);
+  gpu_buffer_free(small);
+  gpu_wmel_free(wm);
+  wmel_free(&mel);
+}
+
 int main(void) {
   gpu_device *dev = test_device();
   if (!gpu_logmel_offered(dev, 512)) {
@@ -158,6 +219,8 @@ int main(void) {
                     .n_mels = 64, .preemphasis = 0, .f_min = 0, .f_max = 8000, .normalize = false};
   one_config("n_fft 1024", &big);
   grid_wrap();
+  whisper_one(128);
+  whisper_one(80);
 
   /* What cannot run: a size the kernel does not take, a filter past the spectrum. */
   gpu_logmel *lm = NULL;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/logmel.h"
 #include "gpu_test.h"
 #include "io/gguf.h"
 #include "models/whisper/whisper.h"
@@ -309,10 +310,15 @@ static void check_overlap(whisper *m, const char *model, const float *pcm, size_
   uint32_t W = m->c.win_frames, M = m->c.mels;
   float *mel = NULL, *win = test_floats((size_t)W * M);
   size_t frames = 0;
-  CHECK_OK(whisper_features(m, pcm, n, &mel, &frames));
-  memset(win, 0, (size_t)W * M * sizeof *win);
-  if (mel) memcpy(win, mel, (frames < W ? frames : W) * M * sizeof *win);
-  CHECK_OK(whisper_encode(m, win, NULL));
+  if (m->gmel) { /* the features whisper_run used: the GPU's */
+    CHECK_OK(whisper_features_gpu(m, pcm, n, &frames));
+    CHECK_OK(whisper_encode_at(m, 0, NULL));
+  } else {
+    CHECK_OK(whisper_features(m, pcm, n, &mel, &frames));
+    memset(win, 0, (size_t)W * M * sizeof *win);
+    if (mel) memcpy(win, mel, (frames < W ? frames : W) * M * sizeof *win);
+    CHECK_OK(whisper_encode(m, win, NULL));
+  }
   wsearch rules = whisper_rules(m);
   float *x = test_floats(m->c.vocab);
   int *ids = calloc(m->c.n_text_ctx, sizeof *ids);
@@ -379,15 +385,49 @@ static void ref_run(whisper *m, const gguf_file *ref, const char *file, const ch
   }
 }
 
-static void model(const char *file) {
+/* The GPU's log-mel (m->gmel) of the speech clip against the reference's window. */
+static void check_mel_gpu(whisper *m, const gguf_file *ref, const char *model, const float *pcm,
+                          size_t n) {
+  uint32_t M = m->c.mels, W = m->c.win_frames;
+  const gguf_kv *tail = key(ref, "speech", "mel_tail");
+  const gguf_tensor *t = gguf_tensor_find(ref, "speech.mel");
+  if (!tail || !t) return;
+  size_t keep = t->nelem / M, frames = 0;
+  CHECK_OK(whisper_features_gpu(m, pcm, n, &frames));
+  CHECK(frames == W, "%s: %zu mel frames on the GPU, reference %u", model, frames, W);
+  float *want = test_floats((size_t)W * M), *got = test_floats((size_t)W * M);
+  memcpy(want, t->data, keep * M * sizeof *want);
+  for (size_t i = keep * M; i < (size_t)W * M; i++) want[i] = tail->v.f32[0];
+  if (frames == W) CHECK_OK(gpu_download(m->a.mel_all, 0, got, (size_t)W * M * sizeof *got));
+  char what[128];
+  snprintf(what, sizeof what, "%s speech: log-mel on the GPU", model);
+  check_abs(what, got, want, (size_t)W * M, MEL_TOL);
+  report(what, got, want, (size_t)W * M);
+  free(want), free(got);
+}
+
+/* A model's checks; gpu_features: loaded with STENO_FEATURES=gpu, its log-mel,
+ * the overlap's first window and the reference runs (host loop) from the GPU's
+ * features. */
+static void model(const char *file, bool gpu_features) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
   whisper *w = NULL, *m = NULL; /* the model, and a session of it that runs the stages */
+  if (gpu_features) setenv("STENO_FEATURES", "gpu", 1);
   if (f) CHECK_OK(whisper_load(test_device(), f, &w));
+  unsetenv("STENO_FEATURES");
   if (w) CHECK_OK(whisper_session_new(w, &m));
+  if (gpu_features && m) CHECK(m->gmel, "%s: STENO_FEATURES=gpu: no GPU features", file);
   size_t n = 0;
   float *pcm = m && ref ? speech(ref, &n) : NULL;
-  if (pcm) {
+  if (pcm && gpu_features) {
+    if (m->gmel) check_mel_gpu(m, ref, file, pcm, n);
+    check_overlap(m, file, pcm, n, LOOP_HOST);
+    const gguf_kv *runs = gguf_find(ref, "ref.runs");
+    set_loop(m, LOOP_HOST);
+    for (size_t i = 0; runs && i < runs->n; i++) ref_run(m, ref, file, runs->v.str[i].s, pcm, n);
+    printf("%s: the reference runs from the GPU's features\n", file);
+  } else if (pcm) {
     float *mel = check_mel(m, ref, file, pcm, n);
     if (mel) check_forward(m, ref, file, mel);
     free(mel);
@@ -398,7 +438,7 @@ static void model(const char *file) {
    * the host, then on the GPU. */
   const gguf_kv *runs = ref ? gguf_find(ref, "ref.runs") : NULL;
   whisper_steps was = m ? m->steps : (whisper_steps){0};
-  for (int gpu = 0; pcm && gpu < 2; gpu++) {
+  for (int gpu = 0; pcm && !gpu_features && gpu < 2; gpu++) {
     set_loop(m, gpu ? LOOP_GPU : LOOP_HOST);
     printf("%s: the greedy tier %s\n", file, gpu ? "on the GPU" : "on the host");
     check_bench_tokens(m, ref, file, pcm, n);
@@ -457,8 +497,14 @@ static void public_api(void) {
 
 int main(void) {
   test_device();
-  model("whisper_tiny_ml");
-  model("whisper_tiny_en");
+  model("whisper_tiny_ml", false);
+  model("whisper_tiny_en", false);
   public_api();
+  if (gpu_wmel_offered(test_device(), 400)) {
+    model("whisper_tiny_ml", true);
+    model("whisper_tiny_en", true);
+  } else {
+    printf("the device cannot make Whisper's features (no doubles in shaders)\n");
+  }
   return check_done();
 }

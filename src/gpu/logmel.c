@@ -25,40 +25,62 @@ bool gpu_logmel_offered(const gpu_device *dev, uint32_t n_fft) {
          shared_bytes(n_fft) <= i->max_shared_memory;
 }
 
+/* A frontend's shape and filters, checked: what both kernels read. */
+static int check_frontend(const char *what, uint32_t n_fft, uint32_t hop, uint32_t F,
+                          const double *window, const int *first, const int *start,
+                          const float *weights) {
+  if (hop < 1 || F < 1 || F > 65535u * 32 || !window || !first || !start || !weights ||
+      start[0] != 0)
+    return err_set(STENO_ERR_INVALID, "%s on the GPU: hop %u, %u mels", what, hop, F);
+  for (uint32_t m = 0; m < F; m++)
+    if (first[m] < 0 || start[m + 1] < start[m] ||
+        first[m] + (start[m + 1] - start[m]) > (int)(n_fft / 2 + 1))
+      return err_set(STENO_ERR_INVALID, "%s on the GPU: filter %u leaves the spectrum", what, m);
+  return 0;
+}
+
+/* The sparse filterbank as the kernels read it: first bins, starts, weights. */
+static int bank_buffer(gpu_device *dev, uint32_t F, const int *first, const int *start,
+                       const float *weights, gpu_buffer **out) {
+  size_t nw = (size_t)start[F];
+  uint32_t *bank = mem_alloc(2 * (size_t)F + 1 + nw, sizeof *bank);
+  if (!bank) return STENO_ERR_NOMEM;
+  for (uint32_t m = 0; m < F; m++) bank[m] = (uint32_t)first[m];
+  for (uint32_t m = 0; m <= F; m++) bank[F + m] = (uint32_t)start[m];
+  memcpy(bank + 2 * F + 1, weights, nw * sizeof *weights);
+  int st = gpu_buffer_from(dev, bank, (2 * (size_t)F + 1 + nw) * sizeof *bank, out);
+  free(bank);
+  return st;
+}
+
+/* `count` twiddles e^(−2πik/N) as (re, im) pairs, then the window [N]. */
+static int twiddle_buffer(gpu_device *dev, uint32_t N, uint32_t count, const double *window,
+                          gpu_buffer **out) {
+  double *tw = mem_alloc(2 * (size_t)count + N, sizeof *tw);
+  if (!tw) return STENO_ERR_NOMEM;
+  for (uint32_t k = 0; k < count; k++) {
+    double a = -2.0 * M_PI * k / N;
+    tw[2 * k] = cos(a), tw[2 * k + 1] = sin(a);
+  }
+  memcpy(tw + 2 * count, window, N * sizeof *tw);
+  int st = gpu_buffer_from(dev, tw, (2 * (size_t)count + N) * sizeof *tw, out);
+  free(tw);
+  return st;
+}
+
 int gpu_logmel_new(gpu_device *dev, const gpu_logmel_config *c, gpu_logmel **out) {
   *out = NULL;
   if (!gpu_logmel_offered(dev, c->n_fft))
     return err_set(STENO_ERR_UNSUPPORTED, "log-mel on the GPU: n_fft %u on a device %s doubles",
                    c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
-  uint32_t N = c->n_fft, F = c->n_mels;
-  if (c->hop < 1 || F < 1 || F > 65535u * 32 || !c->window || !c->first || !c->start ||
-      !c->weights || c->start[0] != 0)
-    return err_set(STENO_ERR_INVALID, "log-mel on the GPU: hop %u, %u mels", c->hop, F);
-  for (uint32_t m = 0; m < F; m++)
-    if (c->first[m] < 0 || c->start[m + 1] < c->start[m] ||
-        c->first[m] + (c->start[m + 1] - c->start[m]) > (int)(N / 2 + 1))
-      return err_set(STENO_ERR_INVALID, "log-mel on the GPU: filter %u leaves the spectrum", m);
+  TRY(check_frontend("log-mel", c->n_fft, c->hop, c->n_mels, c->window, c->first, c->start,
+                     c->weights));
   gpu_logmel *lm = calloc(1, sizeof *lm);
-  size_t nw = (size_t)c->start[F];
-  double *tw = mem_alloc(2 * N, sizeof *tw);
-  uint32_t *bank = mem_alloc(2 * (size_t)F + 1 + nw, sizeof *bank);
-  int st = lm && tw && bank ? 0 : STENO_ERR_NOMEM;
-  if (!st) {
-    for (uint32_t k = 0; k < N / 2; k++) {
-      double a = -2.0 * M_PI * k / N;
-      tw[2 * k] = cos(a), tw[2 * k + 1] = sin(a);
-    }
-    memcpy(tw + N, c->window, N * sizeof *tw);
-    for (uint32_t m = 0; m < F; m++) bank[m] = (uint32_t)c->first[m];
-    for (uint32_t m = 0; m <= F; m++) bank[F + m] = (uint32_t)c->start[m];
-    memcpy(bank + 2 * F + 1, c->weights, nw * sizeof *c->weights);
-    lm->c = *c;
-    lm->c.window = NULL, lm->c.first = lm->c.start = NULL, lm->c.weights = NULL;
-    st = gpu_buffer_from(dev, tw, 2 * N * sizeof *tw, &lm->tw);
-  }
-  if (!st) st = gpu_buffer_from(dev, bank, (2 * (size_t)F + 1 + nw) * sizeof *bank, &lm->bank);
-  free(tw);
-  free(bank);
+  if (!lm) return STENO_ERR_NOMEM;
+  lm->c = *c;
+  lm->c.window = NULL, lm->c.first = lm->c.start = NULL, lm->c.weights = NULL;
+  int st = twiddle_buffer(dev, c->n_fft, c->n_fft / 2, c->window, &lm->tw);
+  if (!st) st = bank_buffer(dev, c->n_mels, c->first, c->start, c->weights, &lm->bank);
   if (st) {
     gpu_logmel_free(lm);
     return st;
@@ -145,4 +167,82 @@ void gpu_logmel_record(gpu_rec *rec, const gpu_logmel *lm, gpu_buffer *in, uint3
   gpu_buffer *nb[] = {in, y};
   gpu_dispatch(rec, gpu_rec_kernel(rec, "logmel_norm", NULL, 0), nb, 2, &np, sizeof np,
                (F + 31) / 32, clips, 1);
+}
+
+/* ---- Whisper's ---- */
+
+struct gpu_wmel {
+  gpu_wmel_config c; /* its arrays not kept */
+  gpu_buffer *tw, *bank, *pad;
+};
+
+/* wmel.comp's shared memory for n_fft N: N twiddles, the frame, the power spectrum. */
+static uint64_t wmel_shared(uint32_t n) { return 16ull * n + 8ull * n + 8ull * (n / 2 + 1) + 256; }
+
+bool gpu_wmel_offered(const gpu_device *dev, uint32_t n_fft) {
+  const gpu_info *i = gpu_device_info(dev);
+  return i->float64 && n_fft >= 16 && n_fft <= 1024 && wmel_shared(n_fft) <= i->max_shared_memory;
+}
+
+int gpu_wmel_new(gpu_device *dev, const gpu_wmel_config *c, gpu_wmel **out) {
+  *out = NULL;
+  if (!gpu_wmel_offered(dev, c->n_fft))
+    return err_set(STENO_ERR_UNSUPPORTED, "Whisper's log-mel on the GPU: n_fft %u on a device %s doubles",
+                   c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
+  TRY(check_frontend("Whisper's log-mel", c->n_fft, c->hop, c->n_mels, c->window, c->first,
+                     c->start, c->weights));
+  if (!c->pad) return err_set(STENO_ERR_INVALID, "Whisper's log-mel on the GPU: no padding frame");
+  gpu_wmel *wm = calloc(1, sizeof *wm);
+  if (!wm) return STENO_ERR_NOMEM;
+  wm->c = *c;
+  wm->c.window = NULL, wm->c.first = wm->c.start = NULL, wm->c.weights = wm->c.pad = NULL;
+  int st = twiddle_buffer(dev, c->n_fft, c->n_fft, c->window, &wm->tw);
+  if (!st) st = bank_buffer(dev, c->n_mels, c->first, c->start, c->weights, &wm->bank);
+  if (!st) st = gpu_buffer_from(dev, c->pad, c->n_mels * sizeof *c->pad, &wm->pad);
+  if (st) {
+    gpu_wmel_free(wm);
+    return st;
+  }
+  *out = wm;
+  return 0;
+}
+
+void gpu_wmel_free(gpu_wmel *wm) {
+  if (!wm) return;
+  gpu_buffer_free(wm->tw);
+  gpu_buffer_free(wm->bank);
+  gpu_buffer_free(wm->pad);
+  free(wm);
+}
+
+void gpu_wmel_record(gpu_rec *rec, const gpu_wmel *wm, gpu_buffer *x, uint32_t n, uint32_t len,
+                     uint32_t audio, uint32_t frames, uint32_t all, gpu_buffer *top, gpu_buffer *y) {
+  uint32_t F = wm ? wm->c.n_mels : 0;
+  uint64_t out = (uint64_t)all * F;
+  if (!wm || !x || !y || !top || n == 0 || len < n || len > INT32_MAX / 2 || audio == 0 ||
+      audio > frames || frames > all || out > UINT32_MAX ||
+      gpu_buffer_size(x) < (uint64_t)n * sizeof(float) ||
+      gpu_buffer_size(top) < (uint64_t)audio * sizeof(float) ||
+      gpu_buffer_size(y) < out * sizeof(float) ||
+      (uint64_t)(audio - 1) * wm->c.hop > (uint64_t)len + wm->c.n_fft / 2) {
+    gpu_rec_fail(rec, err_set(STENO_ERR_INVALID,
+                              "wmel: bad shape (%u samples padded to %u, %u of %u frames, %u rows, "
+                              "%u mels) or buffers",
+                              n, len, audio, frames, all, F));
+    return;
+  }
+  uint32_t N = wm->c.n_fft;
+  struct {
+    uint32_t n, len, frames, F, hop;
+  } push = {n, len, audio, F, wm->c.hop};
+  gpu_buffer *bufs[] = {x, wm->tw, wm->bank, y, top};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "wmel", &N, 1), bufs, 5, &push, sizeof push,
+               audio < 65535 ? audio : 65535, 1, 1);
+  struct {
+    uint32_t audio, frames, all, F;
+    float pad_top;
+  } np = {audio, frames, all, F, wm->c.pad_top};
+  gpu_buffer *nb[] = {top, wm->pad, y};
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "wmel_norm", NULL, 0), nb, 3, &np, sizeof np,
+               all < 1024 ? all : 1024, 1, 1);
 }

@@ -75,18 +75,30 @@ double logmel_check(gpu_device *dev, const mel_frontend *mel, const gpu_logmel *
   return st ? -(double)st : worst;
 }
 
-int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out) {
-  *out = NULL;
+/* Whether a family's features are to be made on dev (offered: it can make
+ * them for frames of n_fft): STENO_FEATURES, else a GPU that is not a CPU. */
+static bool wanted(gpu_device *dev, bool offered, int n_fft) {
   const char *e = getenv("STENO_FEATURES");
   bool forced = e && !strcasecmp(e, "gpu");
-  if ((e && !strcasecmp(e, "cpu")) || (!forced && gpu_device_is_cpu(dev))) return 0;
-  if (!gpu_logmel_offered(dev, (uint32_t)mel->c.n_fft)) {
-    if (forced)
-      log_warn("STENO_FEATURES=gpu: %s cannot make these features (n_fft %d, doubles: %s); "
-               "the CPU makes them", gpu_device_info(dev)->name, mel->c.n_fft,
-               gpu_device_info(dev)->float64 ? "yes" : "no");
-    return 0;
-  }
+  if ((e && !strcasecmp(e, "cpu")) || (!forced && gpu_device_is_cpu(dev))) return false;
+  if (!offered && forced)
+    log_warn("STENO_FEATURES=gpu: %s cannot make these features (n_fft %d, doubles: %s); "
+             "the CPU makes them", gpu_device_info(dev)->name, n_fft,
+             gpu_device_info(dev)->float64 ? "yes" : "no");
+  return offered;
+}
+
+/* Whether the load's check passed (worst ≥ 0 and within CHECK_TOL); a warning if not. */
+static bool passed(gpu_device *dev, const char *what, double worst) {
+  if (worst >= 0 && worst <= CHECK_TOL) return true;
+  log_warn("%s: %s on the GPU off by %g from the CPU's; the CPU makes them",
+           gpu_device_info(dev)->name, what, worst);
+  return false;
+}
+
+int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out) {
+  *out = NULL;
+  if (!wanted(dev, gpu_logmel_offered(dev, (uint32_t)mel->c.n_fft), mel->c.n_fft)) return 0;
   gpu_logmel_config c;
   logmel_config(mel, &c);
   gpu_logmel *lm;
@@ -96,12 +108,76 @@ int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out)
     gpu_logmel_free(lm);
     return (int)-worst;
   }
-  if (!(worst <= CHECK_TOL)) {
-    log_warn("%s: log-mel features on the GPU off by %g from the CPU's; the CPU makes them",
-             gpu_device_info(dev)->name, worst);
+  if (!passed(dev, "log-mel features", worst)) {
     gpu_logmel_free(lm);
     return 0;
   }
   *out = lm;
+  return 0;
+}
+
+void wmel_gpu_config(const wmel *mel, gpu_wmel_config *c) {
+  *c = (gpu_wmel_config){.n_fft = (uint32_t)mel->n_fft,
+                         .hop = (uint32_t)mel->hop,
+                         .n_mels = (uint32_t)mel->n_mels,
+                         .window = mel->window,
+                         .first = mel->bank.first,
+                         .start = mel->bank.start,
+                         .weights = mel->bank.weights,
+                         .pad = mel->pad,
+                         .pad_top = mel->pad_top};
+}
+
+double wmel_check(gpu_device *dev, const wmel *mel, const gpu_wmel *wm, size_t samples) {
+  size_t len = samples > mel->n_samples ? samples : mel->n_samples, F = (size_t)mel->n_mels;
+  size_t T = wmel_frames(mel, samples), A = wmel_audio_frames(mel, samples), all = T + 1;
+  float *pcm = mem_alloc(samples, sizeof *pcm), *want = NULL, *got = mem_alloc(all * F, sizeof *got);
+  gpu_buffer *x = NULL, *top = NULL, *y = NULL;
+  gpu_rec *rec = NULL;
+  size_t frames = 0;
+  int st = pcm && got && A ? 0 : STENO_ERR_NOMEM;
+  if (!st) {
+    test_signal(pcm, samples);
+    st = wmel_compute(mel, pcm, samples, &want, &frames);
+  }
+  if (!st) st = gpu_buffer_from(dev, pcm, samples * sizeof *pcm, &x);
+  if (!st) st = gpu_buffer_new(dev, A * sizeof(float), &top);
+  if (!st) st = gpu_buffer_new(dev, all * F * sizeof(float), &y);
+  if (!st) st = gpu_rec_new(dev, &rec);
+  if (!st) st = gpu_rec_begin(rec);
+  if (!st) {
+    gpu_wmel_record(rec, wm, x, (uint32_t)samples, (uint32_t)len, (uint32_t)A, (uint32_t)T,
+                    (uint32_t)all, top, y);
+    st = gpu_rec_run(rec);
+  }
+  if (!st) st = gpu_download(y, 0, got, all * F * sizeof *got);
+  double worst = 0;
+  for (size_t i = 0; !st && i < all * F; i++) {
+    double d = fabs((double)got[i] - (i < T * F ? want[i] : 0.0));
+    if (!(d <= worst)) worst = d; /* NaN stays */
+  }
+  gpu_rec_free(rec);
+  gpu_buffer_free(x), gpu_buffer_free(top), gpu_buffer_free(y);
+  free(pcm), free(want), free(got);
+  return st ? -(double)st : worst;
+}
+
+int wmel_for_model(gpu_device *dev, const wmel *mel, gpu_wmel **out) {
+  *out = NULL;
+  if (!wanted(dev, gpu_wmel_offered(dev, (uint32_t)mel->n_fft), mel->n_fft)) return 0;
+  gpu_wmel_config c;
+  wmel_gpu_config(mel, &c);
+  gpu_wmel *wm;
+  TRY(gpu_wmel_new(dev, &c, &wm));
+  double worst = wmel_check(dev, mel, wm, 9600);
+  if (worst < 0) {
+    gpu_wmel_free(wm);
+    return (int)-worst;
+  }
+  if (!passed(dev, "Whisper's log-mel features", worst)) {
+    gpu_wmel_free(wm);
+    return 0;
+  }
+  *out = wm;
   return 0;
 }

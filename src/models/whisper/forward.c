@@ -9,17 +9,19 @@
 #include "gpu/attention.h"
 #include "gpu/conv.h"
 #include "gpu/decode.h"
+#include "gpu/logmel.h"
 #include "models/whisper/whisper.h"
 
 static uint32_t pad64(uint32_t n) { return (n + 63) / 64 * 64; }
 
-/* conv(k3, s1) + GELU, conv(k3, s2) + GELU added to the positions already in x. */
-static void record_stem(whisper *m) {
+/* conv(k3, s1) + GELU, conv(k3, s2) + GELU added to the positions already in
+ * x, over the window of frames at float `at` of mel. */
+static void record_stem(whisper *m, gpu_buffer *mel, uint32_t at) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
   uint32_t T = c->win_frames, S = pad64(c->d);
   gpu_rec *rec = m->rec;
-  gpu_im2col(rec, a->mel, 0, c->mels, a->col0, m->conv0.wk, T, c->mels, (gpu_conv1d){3, 1, 1});
+  gpu_im2col(rec, mel, at, c->mels, a->col0, m->conv0.wk, T, c->mels, (gpu_conv1d){3, 1, 1});
   gpu_gemm_strided(rec, a->col0, m->conv0.wk, &m->conv0, a->h0, T, GPU_EPI_GELU, 0);
   gpu_im2col(rec, a->h0, 0, S, a->col1, m->conv1.wk, T, c->d, (gpu_conv1d){3, 2, 1});
   gpu_gemm_strided(rec, a->col1, m->conv1.wk, &m->conv1, a->x, c->n_audio_ctx,
@@ -40,15 +42,15 @@ static void steps_drain(whisper *m) {
   st->live = NULL;
 }
 
-int whisper_encode(whisper *m, const float *mel, float *enc) {
-  steps_drain(m);
+/* The encoder over the window at float `at` of mel (a->mel, or the GPU's
+ * features of the piece). */
+static int encode(whisper *m, gpu_buffer *mel, uint32_t at, float *enc) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
   uint32_t t = c->n_audio_ctx, S = pad64(c->d), d = c->d;
-  TRY(gpu_upload(a->mel, 0, mel, (size_t)c->win_frames * c->mels * sizeof *mel));
   TRY(gpu_upload(a->x, 0, a->pos, (size_t)t * S * sizeof *a->pos));
   TRY(gpu_rec_begin(m->rec));
-  record_stem(m);
+  record_stem(m, mel, at);
   tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
                       .scores = a->scores, .att_heads = m->att_heads};
   for (uint32_t i = 0; i < c->enc_layers; i++) {
@@ -65,6 +67,52 @@ int whisper_encode(whisper *m, const float *mel, float *enc) {
   for (uint32_t r = 0; !st && r < t; r++) memcpy(enc + (size_t)r * d, rows + (size_t)r * S, d * sizeof *enc);
   free(rows);
   return st;
+}
+
+int whisper_encode(whisper *m, const float *mel, float *enc) {
+  steps_drain(m);
+  TRY(gpu_upload(m->a.mel, 0, mel, (size_t)m->c.win_frames * m->c.mels * sizeof *mel));
+  return encode(m, m->a.mel, 0, enc);
+}
+
+int whisper_encode_at(whisper *m, size_t seek, float *enc) {
+  steps_drain(m);
+  whisper_arena *a = &m->a;
+  size_t at = seek * m->c.mels, end = at + (size_t)m->c.win_frames * m->c.mels;
+  if (!a->mel_all || end > a->mel_room || at > UINT32_MAX)
+    return err_set(STENO_ERR_INVALID, "whisper: window at frame %zu past the GPU's features", seek);
+  return encode(m, a->mel_all, (uint32_t)at, enc);
+}
+
+/* Grows *b to `floats` floats (capacity *room). */
+static int fit(gpu_device *dev, gpu_buffer **b, size_t *room, size_t floats) {
+  if (floats <= *room) return 0;
+  gpu_buffer_free(*b);
+  *b = NULL, *room = 0;
+  TRY(gpu_buffer_new(dev, floats * sizeof(float), b));
+  *room = floats;
+  return 0;
+}
+
+int whisper_features_gpu(whisper *m, const float *pcm, size_t n, size_t *frames) {
+  *frames = 0;
+  steps_drain(m);
+  const wmel *w = &m->mel;
+  whisper_arena *a = &m->a;
+  if (!m->gmel) return err_set(STENO_ERR_INVALID, "whisper: no GPU features on this device");
+  if (n == 0 || n > INT32_MAX / 4) return err_set(STENO_ERR_INVALID, "whisper: a clip of %zu samples", n);
+  size_t len = n > w->n_samples ? n : w->n_samples, T = wmel_frames(w, n);
+  size_t A = wmel_audio_frames(w, n), all = T + m->c.win_frames;
+  TRY(fit(m->dev, &a->pcm, &a->pcm_room, n));
+  TRY(fit(m->dev, &a->mel_top, &a->top_room, A));
+  TRY(fit(m->dev, &a->mel_all, &a->mel_room, all * m->c.mels));
+  TRY(gpu_upload(a->pcm, 0, pcm, n * sizeof *pcm));
+  TRY(gpu_rec_begin(m->rec));
+  gpu_wmel_record(m->rec, m->gmel, a->pcm, (uint32_t)n, (uint32_t)len, (uint32_t)A, (uint32_t)T,
+                  (uint32_t)all, a->mel_top, a->mel_all);
+  TRY(gpu_rec_run(m->rec));
+  *frames = T;
+  return 0;
 }
 
 /* The embedding of token id at position pos into dx, the residual stream. */

@@ -9,6 +9,7 @@
 #include "gpu/attention.h"
 #include "gpu/decode.h"
 #include "nn/weights.h"
+#include "models/logmel.h"
 #include "models/whisper/whisper.h"
 
 #define LN_EPS 1e-5f
@@ -435,6 +436,7 @@ int whisper_load(gpu_device *dev, const gguf_file *f, whisper **out) {
   if (!st) st = decoder(m, f);
   if (!st) st = positions(m, f);
   if (!st) st = blocked_bits(m);
+  if (!st) st = wmel_for_model(dev, &m->mel, &m->gmel);
   if (st) {
     whisper_free(m);
     return st;
@@ -449,7 +451,7 @@ void whisper_session_free(whisper *s) {
   gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
                         a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
                         a->datt, a->dff, a->logits, a->att_scratch, a->gen, a->lp,
-                        a->ts_part};
+                        a->ts_part, a->pcm, a->mel_top, a->mel_all};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   free(a->host_logits);
   gpu_rec_free(s->rec);
@@ -515,6 +517,7 @@ void whisper_free(whisper *m) {
   w_norm_free(&m->enc_ln), w_norm_free(&m->dec_ln);
   gpu_buffer_free(m->dec_pos);
   gpu_buffer_free(m->blocked);
+  gpu_wmel_free(m->gmel);
   wmel_free(&m->mel);
   bpe_free(&m->tok);
   free(m->suppress);

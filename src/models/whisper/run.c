@@ -306,6 +306,8 @@ static int choose_language(whisper *m, const steno_transcribe_params *p, int *la
   return 0;
 }
 
+/* The windows of `total` mel frames: mel on the host, or (NULL) the GPU's
+ * features (whisper_features_gpu). */
 static int run_windows(whisper *m, const float *mel, size_t total, const steno_transcribe_params *p,
                        int lang, size_t bench, whisper_output *o) {
   const whisper_config *c = &m->c;
@@ -320,10 +322,14 @@ static int run_windows(whisper *m, const float *mel, size_t total, const steno_t
       break;
     }
     size_t frames = total - seek < W ? total - seek : W;
-    memset(window, 0, W * M * sizeof *window);
-    memcpy(window, mel + seek * M, frames * M * sizeof *window);
     double t0 = time_now();
-    st = whisper_encode(m, window, NULL);
+    if (mel) {
+      memset(window, 0, W * M * sizeof *window);
+      memcpy(window, mel + seek * M, frames * M * sizeof *window);
+      st = whisper_encode(m, window, NULL);
+    } else {
+      st = whisper_encode_at(m, seek, NULL); /* the GPU's features */
+    }
     double t1 = time_now();
     o->timings.encoder_ms += (t1 - t0) * 1e3;
     if (!st && !o->prefix) {
@@ -359,10 +365,11 @@ int whisper_run(whisper *m, const float *pcm, size_t n, const steno_transcribe_p
   size_t bench;
   TRY(choose_language(m, p, &lang));
   TRY(bench_tokens(&m->c, &bench));
-  float *mel;
+  float *mel = NULL;
   size_t frames;
   double t0 = time_now();
-  TRY(whisper_features(m, pcm, n, &mel, &frames));
+  if (m->gmel && n) TRY(whisper_features_gpu(m, pcm, n, &frames)); /* none: the padding's frames */
+  else TRY(whisper_features(m, pcm, n, &mel, &frames));
   out->timings.features_ms = (time_now() - t0) * 1e3;
   int st = run_windows(m, mel, frames, p, lang, bench, out);
   free(mel);

@@ -1,6 +1,6 @@
 /* Whisper (OpenAI) from the GGUF files transcribe.cpp publishes (architecture
  * "whisper", spec gguf-whisper-moonshine.md §2):
- *   pcm → log-mel of the whole clip (CPU) → 30 s windows → conv stem, positions,
+ *   pcm → log-mel of the whole clip (GPU where it offers it, else CPU) → 30 s windows → conv stem, positions,
  *   pre-LN transformer blocks (GPU encoder, nn/transformer.h) → cross K/V once per window (f16) →
  *   token by token: embedding + positions, self-attention over an f16 KV cache,
  *   cross-attention, FFN, the tied head (GPU decoder, one logits readback per
@@ -40,6 +40,11 @@ typedef struct {
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
   gpu_buffer *gen, *lp; /* [n_text_ctx] ids (uint) and log-probabilities of the GPU's greedy steps */
   gpu_buffer *ts_part;  /* their scratch (gpu_ts_greedy_scratch) */
+  /* The GPU's features of a piece (gmel): its samples, each frame's largest
+   * value, and its frames with a window of zero rows after them; grown as
+   * needed (their capacities in floats). */
+  gpu_buffer *pcm, *mel_top, *mel_all;
+  size_t pcm_room, top_room, mel_room;
   float *pos;         /* encoder positions [n_audio_ctx][stride], uploaded into x per window */
   float *host_logits; /* [vocab] */
 } whisper_arena;
@@ -69,6 +74,7 @@ typedef struct whisper {
   const struct whisper *model; /* a session's model; NULL in a model */
   gpu_rec *rec;                /* sessions only */
   wmel mel;
+  struct gpu_wmel *gmel; /* the same features on the GPU (models/logmel.h), or NULL: the CPU's */
   gpu_linear conv0, conv1;
   tf_dims enc_dims, dec_dims;
   tf_enc_block *enc;
@@ -104,6 +110,14 @@ int whisper_features(whisper *m, const float *pcm, size_t n, float **mel, size_t
  * every decoder layer's cross K/V cache. enc (if not NULL) gets the encoder
  * output [n_audio_ctx][d]. */
 int whisper_encode(whisper *m, const float *mel, float *enc);
+
+/* The GPU's features (m->gmel) of a clip of n samples into m->a.mel_all, as
+ * whisper_features makes them (*frames of them), followed by a window of zero
+ * rows. */
+int whisper_features_gpu(whisper *m, const float *pcm, size_t n, size_t *frames);
+
+/* whisper_encode of the window from frame seek of whisper_features_gpu's frames. */
+int whisper_encode_at(whisper *m, size_t seek, float *enc);
 
 /* Feeds n tokens at positions pos.. through the decoder (appending to its KV
  * cache); logits (if not NULL) gets the raw logits [vocab] after the last. */
