@@ -20,9 +20,9 @@
 # switches: the runtime switches A/B'd with the same binary in one call (after
 # models, whose files they use): STENO_FEATURES=cpu against the default (the
 # log-mel on the GPU) on Parakeet's speech-rate file (COMPILE=1 made it), one
-# clip and a batch of 64; STENO_ATTENTION_PRECISION=1 and STENO_GEMM_CM2=1
-# against the default on Whisper (32 tokens) and Parakeet; not among the
-# default steps.
+# clip and a batch of 64, and on Whisper (32 tokens); STENO_ATTENTION_PRECISION=1
+# and STENO_GEMM_CM2=1 against the default on Whisper and Parakeet; not among
+# the default steps.
 # Test programs can take over a minute there (test_gemm ~70 s): give them room.
 # The GPU machine has no libmicrohttpd, which the steno CLI links (steno serve):
 # besides the Vulkan loader's packages, bring libmicrohttpd12 in the same .gl
@@ -100,6 +100,8 @@ if [[ $steps == *switches* ]]; then
   step 90 switches.txt sh bench/ab.sh "$build/steno" "$out/steno-cm2" "$speech" "$clip" 2 20
   wmodel=$(ls /tmp/whisper_real/*.gguf 2>/dev/null | head -1)
   if [ -n "$wmodel" ]; then
+    step 90 switches.txt env STENO_BENCH_TOKENS=32 sh bench/ab.sh "$out/steno-fcpu" "$build/steno" \
+      "$wmodel" "$clip" 2 5
     step 90 switches.txt env STENO_BENCH_TOKENS=32 sh bench/ab.sh "$build/steno" "$out/steno-p1" \
       "$wmodel" "$clip" 2 5
     step 90 switches.txt env STENO_BENCH_TOKENS=32 sh bench/ab.sh "$build/steno" \
