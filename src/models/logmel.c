@@ -12,6 +12,7 @@
 /* The load's check: the GPU's features within this of the CPU's (absolute, on
  * log-mel values or normalized ones). test_logmel measures ~1e-5 at most. */
 #define CHECK_TOL 1e-3
+#define CHECK_SAMPLES 9600 /* 0.6 s */
 
 void logmel_config(const mel_frontend *mel, gpu_logmel_config *c) {
   *c = (gpu_logmel_config){.n_fft = (uint32_t)mel->c.n_fft,
@@ -88,12 +89,15 @@ static bool wanted(gpu_device *dev, bool offered, int n_fft) {
   return offered;
 }
 
-/* Whether the load's check passed (worst ≥ 0 and within CHECK_TOL); a warning if not. */
-static bool passed(gpu_device *dev, const char *what, double worst) {
-  if (worst >= 0 && worst <= CHECK_TOL) return true;
-  log_warn("%s: %s on the GPU off by %g from the CPU's; the CPU makes them",
-           gpu_device_info(dev)->name, what, worst);
-  return false;
+/* The load's check of `what`: a status where it could not run (worst < 0),
+ * else 0 with *ok whether it passed (within CHECK_TOL; a warning if not). */
+static int judged(gpu_device *dev, const char *what, double worst, bool *ok) {
+  *ok = worst >= 0 && worst <= CHECK_TOL;
+  if (worst < 0) return (int)-worst;
+  if (!*ok)
+    log_warn("%s: %s on the GPU off by %g from the CPU's; the CPU makes them",
+             gpu_device_info(dev)->name, what, worst);
+  return 0;
 }
 
 int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out) {
@@ -103,17 +107,11 @@ int logmel_for_model(gpu_device *dev, const mel_frontend *mel, gpu_logmel **out)
   logmel_config(mel, &c);
   gpu_logmel *lm;
   TRY(gpu_logmel_new(dev, &c, &lm));
-  double worst = logmel_check(dev, mel, lm, 9600);
-  if (worst < 0) {
-    gpu_logmel_free(lm);
-    return (int)-worst;
-  }
-  if (!passed(dev, "log-mel features", worst)) {
-    gpu_logmel_free(lm);
-    return 0;
-  }
-  *out = lm;
-  return 0;
+  bool ok;
+  int st = judged(dev, "log-mel features", logmel_check(dev, mel, lm, CHECK_SAMPLES), &ok);
+  if (st || !ok) gpu_logmel_free(lm);
+  else *out = lm;
+  return st;
 }
 
 void wmel_gpu_config(const wmel *mel, gpu_wmel_config *c) {
@@ -169,15 +167,9 @@ int wmel_for_model(gpu_device *dev, const wmel *mel, gpu_wmel **out) {
   wmel_gpu_config(mel, &c);
   gpu_wmel *wm;
   TRY(gpu_wmel_new(dev, &c, &wm));
-  double worst = wmel_check(dev, mel, wm, 9600);
-  if (worst < 0) {
-    gpu_wmel_free(wm);
-    return (int)-worst;
-  }
-  if (!passed(dev, "Whisper's log-mel features", worst)) {
-    gpu_wmel_free(wm);
-    return 0;
-  }
-  *out = wm;
-  return 0;
+  bool ok;
+  int st = judged(dev, "Whisper's log-mel features", wmel_check(dev, mel, wm, CHECK_SAMPLES), &ok);
+  if (st || !ok) gpu_wmel_free(wm);
+  else *out = wm;
+  return st;
 }
