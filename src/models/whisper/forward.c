@@ -48,8 +48,8 @@ static int encode(whisper *m, gpu_buffer *mel, uint32_t at, float *enc) {
   whisper_arena *a = &m->a;
   const whisper_config *c = &m->c;
   uint32_t t = c->n_audio_ctx, S = pad64(c->d), d = c->d;
-  TRY(gpu_upload(a->x, 0, a->pos, (size_t)t * S * sizeof *a->pos));
   TRY(gpu_rec_begin(m->rec));
+  gpu_copy(m->rec, m->enc_pos, 0, a->x, 0, (size_t)t * S * sizeof(float)); /* the stem adds to them */
   record_stem(m, mel, at);
   tf_enc_scratch s = {.stride = S, .x = a->x, .h = a->h, .o = a->o, .wide = a->wide,
                       .scores = a->scores, .att_heads = m->att_heads};

@@ -338,17 +338,20 @@ static int decoder(whisper *m, const gguf_file *f) {
   return w_norm(m->dev, f, "dec.final_norm", c->d, LN_EPS, &m->dec_ln);
 }
 
-/* Encoder positions [n_audio_ctx][stride] on the host (padding columns zero). */
+/* Encoder positions [n_audio_ctx][stride] on the GPU (padding columns zero):
+ * each window's x starts as a copy of them. */
 static int positions(whisper *m, const gguf_file *f) {
   const whisper_config *c = &m->c;
   uint32_t S = pad64(c->d);
   float *p;
   TRY(w_host(f, "enc.pos_emb.weight", W_F32, (size_t)c->n_audio_ctx * c->d, true, &p));
-  m->a.pos = mem_alloc((size_t)c->n_audio_ctx * S, sizeof *m->a.pos);
-  if (m->a.pos)
-    for (size_t t = 0; t < c->n_audio_ctx; t++) memcpy(m->a.pos + t * S, p + t * c->d, c->d * sizeof *p);
+  float *rows = mem_alloc((size_t)c->n_audio_ctx * S, sizeof *rows);
+  int st = rows ? 0 : STENO_ERR_NOMEM;
+  for (size_t t = 0; rows && t < c->n_audio_ctx; t++) memcpy(rows + t * S, p + t * c->d, c->d * sizeof *p);
+  if (!st) st = gpu_buffer_from(m->dev, rows, (size_t)c->n_audio_ctx * S * sizeof *rows, &m->enc_pos);
   free(p);
-  return m->a.pos ? 0 : STENO_ERR_NOMEM;
+  free(rows);
+  return st;
 }
 
 /* The suppressed ids as bits for the GPU's greedy step (gpu_ts_greedy): the
@@ -468,7 +471,7 @@ int whisper_session_new(const whisper *m, whisper **out) {
   if (!s) return STENO_ERR_NOMEM;
   *s = *m; /* the weights' handles, shared */
   s->model = m;
-  s->a = (whisper_arena){.pos = m->a.pos};
+  s->a = (whisper_arena){0};
   s->dec = mem_alloc(m->c.dec_layers, sizeof *s->dec); /* blocks with caches of its own */
   int st = s->dec ? 0 : STENO_ERR_NOMEM;
   if (!st) memcpy(s->dec, m->dec, m->c.dec_layers * sizeof *s->dec);
@@ -508,7 +511,6 @@ void whisper_free(whisper *m) {
     whisper_session_free(m);
     return;
   }
-  free(m->a.pos);
   for (uint32_t i = 0; m->enc && i < m->c.enc_layers; i++) tf_enc_block_free(&m->enc[i]);
   for (uint32_t i = 0; m->dec && i < m->c.dec_layers; i++) tf_dec_block_free(&m->dec[i]);
   free(m->enc);
@@ -516,6 +518,7 @@ void whisper_free(whisper *m) {
   gpu_linear_free(&m->conv0), gpu_linear_free(&m->conv1), gpu_linear_free(&m->embed);
   w_norm_free(&m->enc_ln), w_norm_free(&m->dec_ln);
   gpu_buffer_free(m->dec_pos);
+  gpu_buffer_free(m->enc_pos);
   gpu_buffer_free(m->blocked);
   gpu_wmel_free(m->gmel);
   wmel_free(&m->mel);

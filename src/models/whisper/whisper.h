@@ -33,8 +33,7 @@ typedef struct {
   char lang_code[WHISPER_MAX_LANGS][8];
 } whisper_config;
 
-/* Activations for one window and one token, allocated per session (pos: the
- * model's, shared). */
+/* Activations for one window and one token, allocated per session. */
 typedef struct {
   gpu_buffer *mel, *col0, *h0, *col1, *x, *h, *wide, *o, *enc, *scores, *kv;
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
@@ -45,7 +44,6 @@ typedef struct {
    * needed (their capacities in floats). */
   gpu_buffer *pcm, *mel_top, *mel_all;
   size_t pcm_room, top_room, mel_room;
-  float *pos;         /* encoder positions [n_audio_ctx][stride], uploaded into x per window */
   float *host_logits; /* [vocab] */
 } whisper_arena;
 
@@ -81,6 +79,7 @@ typedef struct whisper {
   gpu_norm enc_ln;
   gpu_linear embed; /* token table and tied head */
   gpu_buffer *dec_pos;
+  gpu_buffer *enc_pos; /* encoder positions [n_audio_ctx][stride], copied into x per window */
   tf_dec_block *dec; /* a session's own copy: its caches */
   gpu_norm dec_ln;
   bpe tok;
