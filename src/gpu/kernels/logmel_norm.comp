@@ -4,7 +4,9 @@
 // feature m, mean = f32(Σ x / valid) and scale = f32(sqrt(Σ d² / (valid − 1)))
 // + 1e-5 with d = f32(x − mean), sums in double; then x = (x − mean) / scale.
 // Workgroup (g, clip) takes features 32g … 32g + 31: invocation (i, r) feature
-// 32g + i over frames r, r + 8, …; the 8 partial sums are added in r order.
+// 32g + i over frames r, r + 8, …, in four sums side by side (frames r + 8q + 32j
+// for sum q: four loads in flight, not one), added in q order; then the 8
+// invocations' sums are added in r order.
 // Binding 0: logmel's `in` (the clips' valid frames at word 4·clip + 2);
 // binding 1: y [clips][pitch][F].
 layout(local_size_x = 32, local_size_y = 8) in;
@@ -34,17 +36,21 @@ void main() {
   uint valid = min(floatBitsToUint(x[4 * clip + 2]), p.pitch);
   bool on = m < p.F && valid >= 2;
   uint base = clip * p.pitch * p.F + m;
-  double sum = 0.0;
+  dvec4 sum = dvec4(0.0);
   if (on)
-    for (uint t = r; t < valid; t += 8) sum += double(y[base + t * p.F]);
-  float mean = float(total(i, sum) / double(valid));
-  double sq = 0.0;
+    for (uint t = r; t < valid; t += 32)
+      for (uint q = 0; q < 4; q++)
+        if (t + 8 * q < valid) sum[q] += double(y[base + (t + 8 * q) * p.F]);
+  float mean = float(total(i, ((sum.x + sum.y) + sum.z) + sum.w) / double(valid));
+  dvec4 sq = dvec4(0.0);
   if (on)
-    for (uint t = r; t < valid; t += 8) {
-      precise float d = y[base + t * p.F] - mean;
-      sq += double(d) * double(d);
-    }
-  double var = total(i, sq) / double(valid - 1);
+    for (uint t = r; t < valid; t += 32)
+      for (uint q = 0; q < 4; q++)
+        if (t + 8 * q < valid) {
+          precise float d = y[base + (t + 8 * q) * p.F] - mean;
+          sq[q] += double(d) * double(d);
+        }
+  double var = total(i, ((sq.x + sq.y) + sq.z) + sq.w) / double(valid - 1);
   precise float scale = float(sqrt(var)) + 1e-5;
   if (on)
     for (uint t = r; t < valid; t += 8) {
