@@ -5,7 +5,8 @@
  * 2 frames to 20 s side by side in one dispatch with their padding (rows from a
  * clip's valid frames to the pitch must be 0), on tones, noise and silence;
  * then the load's check (logmel_check) and bad shapes. Whisper's (wmel,
- * wmel_norm) against wmel_compute at n_fft 400, hop 160, 128 and 80 mels:
+ * wmel_norm) against wmel_compute at n_fft 400, hop 160, 128 and 80 mels, and
+ * at n_fft 406 and 512 (other splits of its two-stage transform):
  * clips of 1 sample to past the 30 s window (padding frames, reflection at
  * both ends, a clip longer than the window), rows past the frames 0, its
  * load check and bad shapes. */
@@ -140,10 +141,10 @@ static void grid_wrap(void) {
 }
 
 /* Whisper's shapes: triangles over the bins (test_whisper_mel's), a periodic Hann window. */
-static void whisper_one(int mels) {
-  enum { NFFT = 400, HOP = 160, WINDOW = 480000 };
+static void whisper_one(int mels, int NFFT) {
+  enum { HOP = 160, WINDOW = 480000 };
   int bins = NFFT / 2 + 1;
-  float *fb = test_floats((size_t)mels * bins), window[NFFT];
+  float *fb = test_floats((size_t)mels * bins), window[1024];
   for (int m = 0; m < mels; m++)
     for (int k = 0; k < bins; k++) {
       double c = (m + 1) * (bins - 1.0) / (mels + 1), w = 1.0 - fabs(k - c) / 2.5;
@@ -171,7 +172,7 @@ static void whisper_one(int mels) {
                     (uint32_t)all, top, y);
     float *got = test_run_read(rec, y, all * mels);
     char name[96];
-    snprintf(name, sizeof name, "Whisper, %d mels, %zu samples", mels, n);
+    snprintf(name, sizeof name, "Whisper, %d mels, n_fft %d, %zu samples", mels, NFFT, n);
     if (got && want && frames == T) check_abs(name, got, want, T * mels, TOL);
     size_t nonzero = 0;
     for (size_t r = T * mels; got && r < all * mels; r++) nonzero += got[r] != 0.0f;
@@ -219,8 +220,10 @@ int main(void) {
                     .n_mels = 64, .preemphasis = 0, .f_min = 0, .f_max = 8000, .normalize = false};
   one_config("n_fft 1024", &big);
   grid_wrap();
-  whisper_one(128);
-  whisper_one(80);
+  whisper_one(128, 400); /* Whisper's: 16 · 25 */
+  whisper_one(80, 400);
+  whisper_one(64, 406);  /* 14 · 29 */
+  whisper_one(40, 512);  /* 16 · 32 */
 
   /* What cannot run: a size the kernel does not take, a filter past the spectrum. */
   gpu_logmel *lm = NULL;

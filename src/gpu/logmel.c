@@ -176,8 +176,17 @@ struct gpu_wmel {
   gpu_buffer *tw, *bank, *pad;
 };
 
-/* wmel.comp's shared memory for n_fft N: N twiddles, the frame, the power spectrum. */
-static uint64_t wmel_shared(uint32_t n) { return 16ull * n + 8ull * n + 8ull * (n / 2 + 1) + 256; }
+/* wmel.comp's shared memory for n_fft N: N twiddles, the first stage's N
+ * values, the frame, the power spectrum, the workgroup's maxima. */
+static uint64_t wmel_shared(uint32_t n) { return 32ull * n + 8ull * n + 8ull * (n / 2 + 1) + 256; }
+
+/* wmel.comp's split N = N1·N2: N1 the divisor nearest √N from below (1 for a prime). */
+static uint32_t wmel_n1(uint32_t n) {
+  uint32_t best = 1;
+  for (uint32_t d = 1; d * d <= n; d++)
+    if (n % d == 0) best = d;
+  return best;
+}
 
 bool gpu_wmel_offered(const gpu_device *dev, uint32_t n_fft) {
   const gpu_info *i = gpu_device_info(dev);
@@ -231,12 +240,12 @@ void gpu_wmel_record(gpu_rec *rec, const gpu_wmel *wm, gpu_buffer *x, uint32_t n
                               n, len, audio, frames, all, F));
     return;
   }
-  uint32_t N = wm->c.n_fft;
+  uint32_t N = wm->c.n_fft, n1 = wmel_n1(N), spec[] = {N, n1, N / n1};
   struct {
     uint32_t n, len, frames, F, hop;
   } push = {n, len, audio, F, wm->c.hop};
   gpu_buffer *bufs[] = {x, wm->tw, wm->bank, y, top};
-  gpu_dispatch(rec, gpu_rec_kernel(rec, "wmel", &N, 1), bufs, 5, &push, sizeof push,
+  gpu_dispatch(rec, gpu_rec_kernel(rec, "wmel", spec, 3), bufs, 5, &push, sizeof push,
                audio < 65535 ? audio : 65535, 1, 1);
   struct {
     uint32_t audio, frames, all, F;

@@ -3,8 +3,10 @@
 // before its normalization) on the GPU, one frame a workgroup:
 //   frame t's samples s = t·hop − N/2 + j, j < N, of the clip zero-padded to
 //   `len` and reflected at both ends (torch.stft's center, pad_mode reflect);
-//   X_k = Σ_j x_j·w_j·e^(−2πijk/N) for k ≤ N/2 by a direct DFT in double (any N:
-//   Whisper's is 400), power |X_k|², mel m = Σ weight·power in double over the
+//   X_k = Σ_j x_j·w_j·e^(−2πijk/N) for k ≤ N/2 in double, as N = N1·N2 (any N:
+//   Whisper's 400 = 16·25): N2 DFTs of N1 points, twiddles, then for each bin
+//   a DFT of N2 terms (N·N1 + (N/2 + 1)·N2 products where a direct DFT makes
+//   (N/2 + 1)·N); power |X_k|², mel m = Σ weight·power in double over the
 //   filter's bins in order, out = f32(log10(max(mel, 1e-10))).
 // Also each frame's largest value (`top`), for wmel_norm's maximum.
 // Bindings: 0 x: the clip's samples; 1 tw: N pairs (cos, −sin)(2πk/N), then the
@@ -12,6 +14,8 @@
 // starts [F + 1], the weights as f32 bits); 3 y [frames][F]; 4 top [frames].
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint N = 400;
+layout(constant_id = 1) const uint N1 = 16; // N = N1·N2
+layout(constant_id = 2) const uint N2 = 25;
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Tw { double tw[]; };
@@ -24,6 +28,7 @@ layout(push_constant) uniform Push {
 } p;
 
 shared dvec2 w[N];
+shared dvec2 y1[N]; // [n2][k1]: the first stage's DFTs, twiddled
 shared double s[N];
 shared double pw[N / 2 + 1];
 shared float most[64];
@@ -43,13 +48,30 @@ void frame(uint t) {
   int start = int(t * p.hop) - int(N / 2);
   for (uint j = lid; j < N; j += WG) s[j] = double(sample_at(start + int(j))) * tw[2 * N + j];
   barrier();
-  for (uint k = lid; k <= N / 2; k += WG) {
+  // y1[n2][k1] = W_N^(n2·k1) · Σ_n1 s[N2·n1 + n2]·W_N1^(n1·k1), W_N1 = W_N^N2.
+  for (uint i = lid; i < N; i += WG) {
+    uint n2 = i / N1, k1 = i % N1, at = 0, step = N2 * k1 % N;
     double re = 0.0, im = 0.0;
-    uint at = 0;
-    for (uint j = 0; j < N; j++) {
-      re += s[j] * w[at].x;
-      im += s[j] * w[at].y;
-      at += k;
+    for (uint n1 = 0; n1 < N1; n1++) {
+      double v = s[N2 * n1 + n2];
+      re += v * w[at].x;
+      im += v * w[at].y;
+      at += step;
+      if (at >= N) at -= N;
+    }
+    dvec2 t = w[n2 * k1 % N];
+    y1[i] = dvec2(re * t.x - im * t.y, re * t.y + im * t.x);
+  }
+  barrier();
+  // X[k1 + N1·k2] = Σ_n2 y1[n2][k1]·W_N2^(n2·k2), W_N2 = W_N^N1.
+  for (uint k = lid; k <= N / 2; k += WG) {
+    uint k1 = k % N1, k2 = k / N1, at = 0, step = N1 * k2 % N;
+    double re = 0.0, im = 0.0;
+    for (uint n2 = 0; n2 < N2; n2++) {
+      dvec2 a = y1[n2 * N1 + k1], t = w[at];
+      re += a.x * t.x - a.y * t.y;
+      im += a.x * t.y + a.y * t.x;
+      at += step;
       if (at >= N) at -= N;
     }
     pw[k] = re * re + im * im;
