@@ -8,10 +8,12 @@
 #include "base/mem.h"
 #include "base/pool.h"
 
-/* logmel.comp's invocations a workgroup, and its shared memory for n_fft N:
- * N complex doubles, N/2 twiddles, two power spectra of f32. */
+/* logmel.comp's invocations a workgroup; the words of a clip's header in its
+ * input (sample offset, samples, valid frames, 0). */
 enum { LOGMEL_WG = 64, HEADER = 4 };
 
+/* logmel.comp's shared memory for n_fft N: N complex doubles, N/2 twiddles,
+ * two power spectra of f32. */
 static uint64_t shared_bytes(uint32_t n) { return 16ull * n + 8ull * (n / 2) + 8ull * (n / 2 + 1); }
 
 struct gpu_logmel {
