@@ -198,8 +198,8 @@ bool gpu_wmel_offered(const gpu_device *dev, uint32_t n_fft) {
 int gpu_wmel_new(gpu_device *dev, const gpu_wmel_config *c, gpu_wmel **out) {
   *out = NULL;
   if (!gpu_wmel_offered(dev, c->n_fft))
-    return err_set(STENO_ERR_UNSUPPORTED, "Whisper's log-mel on the GPU: n_fft %u on a device %s doubles",
-                   c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
+    return err_set(STENO_ERR_UNSUPPORTED,
+                   "Whisper's log-mel on the GPU: n_fft %u on a device %s doubles", c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
   TRY(check_frontend("Whisper's log-mel", c->n_fft, c->hop, c->n_mels, c->window, c->first,
                      c->start, c->weights));
   if (!c->pad) return err_set(STENO_ERR_INVALID, "Whisper's log-mel on the GPU: no padding frame");
@@ -227,7 +227,8 @@ void gpu_wmel_free(gpu_wmel *wm) {
 }
 
 void gpu_wmel_record(gpu_rec *rec, const gpu_wmel *wm, gpu_buffer *x, uint32_t n, uint32_t len,
-                     uint32_t audio, uint32_t frames, uint32_t all, gpu_buffer *top, gpu_buffer *y) {
+                     uint32_t audio, uint32_t frames, uint32_t all, gpu_buffer *top,
+                     gpu_buffer *y) {
   uint32_t F = wm ? wm->c.n_mels : 0;
   uint64_t out = (uint64_t)all * F;
   if (!wm || !x || !y || !top || n == 0 || len < n || len > INT32_MAX / 2 || audio == 0 ||

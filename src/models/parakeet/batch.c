@@ -52,8 +52,8 @@ static void clip_bytes(const parakeet *m, uint32_t frames, uint64_t *all, uint64
   uint64_t head = gpu_linear_width(&m->head), sub = R4 * F4 * Cp;
   uint64_t prompt = m->prompt.n ? gpu_linear_width(&m->prompt.in) + S : 0;
   uint64_t samples = m->gmel ? (uint64_t)(frames + 1) * m->mel.c.hop : 0; /* logmel's input */
-  *all = 4 * (frames * F + samples + 2 * sub + 3 * T8 * F8 * Cp + T8 * (3 * S + W + 2 * head + prompt) +
-              scores);
+  *all = 4 * (frames * F + samples + 2 * sub + 3 * T8 * F8 * Cp +
+              T8 * (3 * S + W + 2 * head + prompt) + scores);
   *largest = 4 * (sub > scores ? sub : scores);
 }
 

@@ -79,12 +79,14 @@ int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t 
   return st;
 }
 
-int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips) {
+int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n,
+                        uint32_t clips) {
   const parakeet *m = s->m;
   if (!m->gmel) return err_set(STENO_ERR_INVALID, "parakeet: no GPU features on this device");
   size_t total = 0;
   for (uint32_t i = 0; i < clips; i++) {
-    if (n[i] > UINT32_MAX - total) return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
+    if (n[i] > UINT32_MAX - total)
+      return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
     total += n[i];
   }
   size_t floats = gpu_logmel_input_floats(clips, total);
