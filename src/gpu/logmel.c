@@ -199,7 +199,8 @@ int gpu_wmel_new(gpu_device *dev, const gpu_wmel_config *c, gpu_wmel **out) {
   *out = NULL;
   if (!gpu_wmel_offered(dev, c->n_fft))
     return err_set(STENO_ERR_UNSUPPORTED,
-                   "Whisper's log-mel on the GPU: n_fft %u on a device %s doubles", c->n_fft, gpu_device_info(dev)->float64 ? "with" : "without");
+                   "Whisper's log-mel on the GPU: n_fft %u on a device %s doubles", c->n_fft,
+                   gpu_device_info(dev)->float64 ? "with" : "without");
   TRY(check_frontend("Whisper's log-mel", c->n_fft, c->hop, c->n_mels, c->window, c->first,
                      c->start, c->weights));
   if (!c->pad) return err_set(STENO_ERR_INVALID, "Whisper's log-mel on the GPU: no padding frame");
