@@ -82,7 +82,11 @@ void frame(uint t) {
     uint first = bank[m], s0 = bank[p.F + m], s1 = bank[p.F + m + 1], wb = 2 * p.F + 1;
     double acc = 0.0;
     for (uint q = s0; q < s1; q++) acc += double(uintBitsToFloat(bank[wb + q])) * pw[first + q - s0];
-    float v = log2(float(max(acc, 1e-10))) * 0.30102999566398120;
+    // log10 of the double (its exponent apart: energies past f32's range, as the
+    // CPU's log10 in double takes them).
+    int e;
+    double mant = frexp(max(acc, 1e-10), e);
+    float v = (log2(float(mant)) + float(e)) * 0.30102999566398120;
     y[t * p.F + m] = v;
     high = max(high, v);
   }
