@@ -8,7 +8,9 @@
  * second of audio (a native stream too where the family has one; a few tokens
  * for the language model): what a loader let through must not crash the
  * forward pass, nor may the model point into its file. Any bytes load or fail
- * with a message.
+ * with a message. Half the inputs (by their last byte) load with the log-mel
+ * features on the GPU (STENO_FEATURES=gpu: the kernels, their load check and
+ * the fallback meet every frontend a file can describe), half on the CPU.
  *
  * Byte flips rarely land in a header among megabytes of weights, so a custom
  * mutator also rewrites valid files field by field: one to three keys changed
@@ -119,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *image = NULL;
   int st = 0;
   err_clear();
+  setenv("STENO_FEATURES", size && data[size - 1] & 1 ? "gpu" : "cpu", 1);
   if (size >= 4 && !memcmp(data, "lmgg", 4)) { /* whisper.cpp's magic, little-endian */
     st = whisper_bin_image_memory(data, size, "fuzz.bin", &image, &size);
     data = image;
