@@ -6,7 +6,9 @@
  * NeMo's. A TDT file with a max_symbols of 0 or 2^31 is refused at load.
  * Then the same from the samples with the features made on the GPU
  * (STENO_FEATURES=gpu: logmel.comp) where the device offers it: the GPU's
- * log-mel against the reference's, the head, and the tokens exactly. */
+ * log-mel against the reference's, the head, and the tokens exactly; also on
+ * a device opened with STENO_NO_MAP=1 (the samples copied in the submission,
+ * as on a discrete GPU). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,8 +218,10 @@ static void clip_gpu_features(parakeet_session *s, const gguf_file *ref, const c
   free(head);
 }
 
-static void model_gpu_features(const char *file) {
-  if (!gpu_logmel_offered(test_device(), 512)) {
+/* dev: the test device, or one opened with STENO_NO_MAP=1 (a discrete GPU's
+ * path: the samples written into host memory and copied in the submission). */
+static void model_gpu_features(const char *file, gpu_device *dev) {
+  if (!gpu_logmel_offered(dev, 512)) {
     printf("%s: the device cannot make the features (no doubles in shaders)\n", file);
     return;
   }
@@ -226,7 +230,7 @@ static void model_gpu_features(const char *file) {
   parakeet *m = NULL;
   parakeet_session *s = NULL;
   setenv("STENO_FEATURES", "gpu", 1);
-  if (f) CHECK_OK(parakeet_load(test_device(), f, &m));
+  if (f) CHECK_OK(parakeet_load(dev, f, &m));
   unsetenv("STENO_FEATURES");
   if (m) CHECK(m->gmel, "%s: no GPU features with STENO_FEATURES=gpu", file);
   if (m && m->gmel) CHECK_OK(parakeet_session_new(m, &s));
@@ -271,9 +275,15 @@ int main(void) {
   CHECK(generate_differs >= 2, "the cap fixture shows NeMo and transformers differ in %d clips",
         generate_differs);
   bad_max_symbols();
-  model_gpu_features("parakeet_ctc_tiny");
-  model_gpu_features("parakeet_tdt_tiny");
-  model_gpu_features("parakeet_rnnt_tiny");
-  model_gpu_features("parakeet_tdt_cap_tiny");
+  model_gpu_features("parakeet_ctc_tiny", test_device());
+  model_gpu_features("parakeet_tdt_tiny", test_device());
+  model_gpu_features("parakeet_rnnt_tiny", test_device());
+  model_gpu_features("parakeet_tdt_cap_tiny", test_device());
+  setenv("STENO_NO_MAP", "1", 1);
+  gpu_device *staged = NULL;
+  CHECK_OK(gpu_open(test_params(), &staged));
+  unsetenv("STENO_NO_MAP");
+  if (staged) model_gpu_features("parakeet_tdt_tiny", staged);
+  gpu_close(staged);
   return check_done();
 }

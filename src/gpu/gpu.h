@@ -152,6 +152,17 @@ int gpu_load_scratch(gpu_device *dev, size_t bytes, gpu_buffer **out);
  * (unified). For small outputs read back after every run (logits). */
 int gpu_buffer_readback_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
+/* A buffer the host writes in place (gpu_buffer_mapped) and a recorded
+ * gpu_copy, or kernels, read: host-coherent memory on a discrete GPU, device
+ * memory where it is mapped (unified). For a call's inputs, moved to the
+ * device inside the call's own submission instead of by a gpu_upload of their
+ * own (a copy into staging, a submission and a wait). */
+int gpu_buffer_upload_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
+
+/* A mapped buffer's memory (gpu_buffer_upload_new's, a unified device's),
+ * else NULL. */
+void *gpu_buffer_mapped(gpu_buffer *buf);
+
 /* A new buffer holding a copy of `bytes` of `data`. */
 int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);
 

@@ -378,3 +378,9 @@ int gpu_buffer_readback_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
   if (!gpu_buffer_host_cached(d, bytes, out)) return 0;
   return gpu_buffer_host(d, bytes, out);
 }
+
+int gpu_buffer_upload_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
+  return d->info.unified ? gpu_buffer_new(d, bytes, out) : gpu_buffer_host(d, bytes, out);
+}
+
+void *gpu_buffer_mapped(gpu_buffer *b) { return b ? b->map : NULL; }

@@ -91,11 +91,12 @@ typedef struct {
   const char *language; /* the hint for the next transcription (NULL: auto) */
   parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
   parakeet_batch *batch;   /* a padded batch's buffers (batch.c), or NULL until one runs */
-  /* The samples logmel reads (gpu_logmel_input's layout), on the host and the
-   * device, each grown as needed (m->gmel only). */
-  float *pcm_host;
-  gpu_buffer *pcm;
-  size_t pcm_room; /* floats each holds */
+  /* The samples logmel reads (gpu_logmel_input's layout), written in place
+   * into pcm_stage (gpu_buffer_upload_new) and copied to pcm in the call's
+   * submission (a unified device reads pcm_stage itself: pcm NULL); grown as
+   * needed (m->gmel only). */
+  gpu_buffer *pcm_stage, *pcm;
+  size_t pcm_room, pcm_floats; /* floats each holds, and the last call's */
 } parakeet_session;
 
 /* The prompt slot of a language hint: the dictionary's entry for it, the auto
@@ -152,9 +153,11 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
 int parakeet_forward_pcm(parakeet_session *s, const float *pcm, size_t n, float **enc, float **head,
                          uint32_t *t);
 
-/* Puts clips pcm[0..clips) (n[i] samples each) where m->gmel reads them:
- * s->pcm, in gpu_logmel_input's layout. */
+/* Writes clips pcm[0..clips) (n[i] samples each) into s->pcm_stage in
+ * gpu_logmel_input's layout; parakeet_record_pcm then records their copy to
+ * the device and gives the buffer m->gmel reads. */
 int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips);
+gpu_buffer *parakeet_record_pcm(parakeet_session *s);
 
 /* Greedy decoding of the head's output. */
 int parakeet_decode(const parakeet *m, const float *head, uint32_t t, dec_tokens *out);

@@ -25,7 +25,7 @@ void parakeet_session_free(parakeet_session *s) {
   gpu_buffer_free(s->prompt_in.bias);
   gpu_transducer_search_free(s->search);
   gpu_buffer_free(s->pcm);
-  free(s->pcm_host);
+  gpu_buffer_free(s->pcm_stage);
   gpu_rec_free(s->rec);
   free(s);
 }
