@@ -406,15 +406,15 @@ static void check_mel_gpu(whisper *m, const gguf_file *ref, const char *model, c
   free(want), free(got);
 }
 
-/* A model's checks; gpu_features: loaded with STENO_FEATURES=gpu, its log-mel,
- * the overlap's first window and the reference runs (host loop) from the GPU's
- * features. */
-static void model(const char *file, bool gpu_features) {
+/* A model's checks on dev; gpu_features: loaded with STENO_FEATURES=gpu, its
+ * log-mel, the overlap's first window and the reference runs (host loop) from
+ * the GPU's features. */
+static void model(const char *file, bool gpu_features, gpu_device *dev) {
   gguf_file *f, *ref;
   fixture_open(file, &f, &ref);
   whisper *w = NULL, *m = NULL; /* the model, and a session of it that runs the stages */
   if (gpu_features) setenv("STENO_FEATURES", "gpu", 1);
-  if (f) CHECK_OK(whisper_load(test_device(), f, &w));
+  if (f) CHECK_OK(whisper_load(dev, f, &w));
   unsetenv("STENO_FEATURES");
   if (w) CHECK_OK(whisper_session_new(w, &m));
   if (gpu_features && m) CHECK(m->gmel, "%s: STENO_FEATURES=gpu: no GPU features", file);
@@ -497,12 +497,20 @@ static void public_api(void) {
 
 int main(void) {
   test_device();
-  model("whisper_tiny_ml", false);
-  model("whisper_tiny_en", false);
+  model("whisper_tiny_ml", false, test_device());
+  model("whisper_tiny_en", false, test_device());
   public_api();
   if (gpu_wmel_offered(test_device(), 400)) {
-    model("whisper_tiny_ml", true);
-    model("whisper_tiny_en", true);
+    model("whisper_tiny_ml", true, test_device());
+    model("whisper_tiny_en", true, test_device());
+    /* A discrete GPU's path: the samples copied to the device in the features'
+     * submission. */
+    setenv("STENO_NO_MAP", "1", 1);
+    gpu_device *staged = NULL;
+    CHECK_OK(gpu_open(test_params(), &staged));
+    unsetenv("STENO_NO_MAP");
+    if (staged) model("whisper_tiny_en", true, staged);
+    gpu_close(staged);
   } else {
     printf("the device cannot make Whisper's features (no doubles in shaders)\n");
   }
