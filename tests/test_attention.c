@@ -397,13 +397,16 @@ int main(void) {
       attentions();
     }
     /* flash_mm's default shape with fewer hi + lo products (gpu_attention_mm_precision):
-     * f16 in them, so flash_tc's tolerance. */
+     * f16 in them, so flash_tc's tolerance; at 1 its scores are f16 as flash_tc's, so
+     * not the sharp cases either (the H100: 5.9e-3 off at t 300, head_dim 128). */
     for (uint32_t prec = 2; path == 4 && prec >= 1; prec--) {
       gpu_attention_mm_precision(prec);
       test_tol = TC_TOL;
+      test_f16_scores = prec == 1;
       printf("  precision %u (%s)\n", prec, prec == 2 ? "hi + lo scores, f16 p and v" : "f16 alone");
       attentions();
       gpu_attention_mm_precision(3);
+      test_f16_scores = false;
     }
   }
   for (int i = 0; i < 4; i++) d->fast[kinds[i]] = passed[i];

@@ -297,7 +297,9 @@ static void cm2_plan_rules(void) {
     gpu_gemm_plan g;
     gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
     bool want = cases[i].cm2;
-    CHECK(want ? g.v == GPU_GEMM_CM2 && g.a16 && g.parts : g.v == GPU_GEMM_TC128W,
+    /* Else the device's first gemm_tc tile for the size (the H100 passed them all). */
+    gpu_gemm_variant tc = gpu_gemm_default(&fake, cases[i].m >= 512);
+    CHECK(want ? g.v == GPU_GEMM_CM2 && g.a16 && g.parts : g.v == tc,
           "%ux%ux%u type %d: variant %d (a16 %d, pieces %d), want %s", cases[i].m, cases[i].n, cases[i].k,
           (int)cases[i].type, (int)g.v, g.a16, g.parts, want ? "gemm_cm2" : "the gemm_tc tile");
   }
@@ -328,7 +330,8 @@ static void cm2u_plan_rules(void) {
       gpu_gemm_plan g;
       gpu_gemm_plan_for(&fake, &l, cases[i].k, cases[i].m, &g);
       bool want = bm == 128 ? cases[i].tile128 : cases[i].tile256;
-      CHECK(want ? g.v == tiles[v] && g.bm == bm && g.a16 && g.parts && g.kc % 256 == 0 : g.v == GPU_GEMM_TC128W,
+      gpu_gemm_variant tc = gpu_gemm_default(&fake, cases[i].m >= 512);
+      CHECK(want ? g.v == tiles[v] && g.bm == bm && g.a16 && g.parts && g.kc % 256 == 0 : g.v == tc,
             "%u rows a tile, %ux%ux%u (wk %u): variant %d (a16 %d, pieces %d of %u), want %s", bm, cases[i].m,
             cases[i].n, cases[i].k, cases[i].wk, (int)g.v, g.a16, g.parts, g.kc,
             want ? "gemm_cm2u" : "the gemm_tc tile");

@@ -158,7 +158,9 @@ static int forward_batch(parakeet_session *s, const float *const *mel, const flo
   uint32_t T = parakeet_encoder_frames(m, pitch), S = b->enc.stride;
   TRY(parakeet_session_prompt(s));
   if (mel) TRY(upload_mel(s, mel, valid, clips, pitch));
-  else TRY(parakeet_upload_pcm(s, pcm, n, clips));
+  else TRY(parakeet_upload_pcm(s, pcm, n, clips,
+                               gpu_logmel_input_floats(b->clips, (size_t)b->clips *
+                                                                     (b->frames + 1) * m->mel.c.hop)));
   TRY(dw_subsampling_set_lens(&b->sub, valid, clips));
   TRY(conformer_set_lens(&b->enc, t, clips));
   TRY(conformer_positions_kept(&m->c.dims, T, &b->enc));

@@ -154,9 +154,12 @@ int parakeet_forward_pcm(parakeet_session *s, const float *pcm, size_t n, float 
                          uint32_t *t);
 
 /* Writes clips pcm[0..clips) (n[i] samples each) into s->pcm_stage in
- * gpu_logmel_input's layout; parakeet_record_pcm then records their copy to
- * the device and gives the buffer m->gmel reads. */
-int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips);
+ * gpu_logmel_input's layout, its room grown to at least `room` floats (the
+ * arena's or the batch's frames' worth: memory follows their sizes, not each
+ * call's samples); parakeet_record_pcm then records their copy to the device
+ * and gives the buffer m->gmel reads. */
+int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips,
+                        size_t room);
 gpu_buffer *parakeet_record_pcm(parakeet_session *s);
 
 /* Greedy decoding of the head's output. */

@@ -80,7 +80,7 @@ int parakeet_download_rows(gpu_buffer *b, uint32_t stride, uint32_t t, uint32_t 
 }
 
 int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n,
-                        uint32_t clips) {
+                        uint32_t clips, size_t room) {
   const parakeet *m = s->m;
   if (!m->gmel) return err_set(STENO_ERR_INVALID, "parakeet: no GPU features on this device");
   size_t total = 0;
@@ -91,14 +91,14 @@ int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size
   }
   size_t floats = gpu_logmel_input_floats(clips, total);
   if (floats > UINT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
+  if (room < floats) room = floats;
   if (floats > s->pcm_room) {
     gpu_buffer_free(s->pcm);
     gpu_buffer_free(s->pcm_stage);
     s->pcm = s->pcm_stage = NULL, s->pcm_room = 0;
-    TRY(gpu_buffer_upload_new(m->dev, floats * sizeof(float), &s->pcm_stage));
-    if (!gpu_device_info(m->dev)->unified)
-      TRY(gpu_buffer_new(m->dev, floats * sizeof(float), &s->pcm));
-    s->pcm_room = floats;
+    TRY(gpu_buffer_upload_new(m->dev, room * sizeof(float), &s->pcm_stage));
+    if (!gpu_device_info(m->dev)->unified) TRY(gpu_buffer_new(m->dev, room * sizeof(float), &s->pcm));
+    s->pcm_room = room;
   }
   float *host = gpu_buffer_mapped(s->pcm_stage);
   if (!host) return err_set(STENO_ERR_GPU, "parakeet: the samples' buffer is not mapped");
@@ -127,7 +127,8 @@ static int forward(parakeet_session *s, const float *mel, const float *pcm, size
   uint32_t t = parakeet_encoder_frames(m, valid), d = m->c.dims.d;
   TRY(parakeet_session_prompt(s));
   if (mel) TRY(gpu_upload(a->mel, 0, mel, (size_t)valid * m->c.mels * sizeof *mel));
-  else TRY(parakeet_upload_pcm(s, &pcm, &n, 1));
+  else TRY(parakeet_upload_pcm(s, &pcm, &n, 1,
+                               gpu_logmel_input_floats(1, ((size_t)a->frames + 1) * m->mel.c.hop)));
   TRY(conformer_positions_kept(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
   if (!mel) gpu_logmel_record(s->rec, m->gmel, parakeet_record_pcm(s), 1, valid, a->mel);
