@@ -152,16 +152,23 @@ int gpu_load_scratch(gpu_device *dev, size_t bytes, gpu_buffer **out);
  * (unified). For small outputs read back after every run (logits). */
 int gpu_buffer_readback_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
 
-/* A buffer the host writes in place (gpu_buffer_mapped) and a recorded
- * gpu_copy, or kernels, read: host-coherent memory on a discrete GPU, device
- * memory where it is mapped (unified). For a call's inputs, moved to the
- * device inside the call's own submission instead of by a gpu_upload of their
- * own (a copy into staging, a submission and a wait). */
-int gpu_buffer_upload_new(gpu_device *dev, size_t bytes, gpu_buffer **out);
+/* A call's input that the host writes in place and the call's own
+ * submission moves to the device, instead of a gpu_upload of its own (a copy
+ * into staging, a submission and a wait): host-coherent memory on a discrete
+ * GPU, copied by gpu_input_record; a unified device's kernels read it where
+ * it was written. Zeroed: empty. */
+typedef struct {
+  gpu_buffer *host, *device; /* device: NULL on a unified device */
+  size_t room, bytes;        /* bytes each holds; the last gpu_input_map's */
+} gpu_input;
 
-/* A mapped buffer's memory (gpu_buffer_upload_new's, a unified device's),
- * else NULL. */
-void *gpu_buffer_mapped(gpu_buffer *buf);
+/* Room for `bytes` (grown to at least `room`: a caller's size that follows its
+ * arena's, not each call's) and *host, where to write them. */
+int gpu_input_map(gpu_device *dev, gpu_input *in, size_t bytes, size_t room, void **host);
+/* Records the copy of the last map's bytes to the device (none where unified)
+ * and gives the buffer kernels read. */
+gpu_buffer *gpu_input_record(gpu_rec *rec, gpu_input *in);
+void gpu_input_free(gpu_input *in);
 
 /* A new buffer holding a copy of `bytes` of `data`. */
 int gpu_buffer_from(gpu_device *dev, const void *data, size_t bytes, gpu_buffer **out);

@@ -379,8 +379,29 @@ int gpu_buffer_readback_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
   return gpu_buffer_host(d, bytes, out);
 }
 
-int gpu_buffer_upload_new(gpu_device *d, size_t bytes, gpu_buffer **out) {
-  return d->info.unified ? gpu_buffer_new(d, bytes, out) : gpu_buffer_host(d, bytes, out);
+int gpu_input_map(gpu_device *d, gpu_input *in, size_t bytes, size_t room, void **host) {
+  *host = NULL;
+  if (room < bytes) room = bytes;
+  if (bytes > in->room) {
+    gpu_input_free(in);
+    TRY(d->info.unified ? gpu_buffer_new(d, room, &in->host) : gpu_buffer_host(d, room, &in->host));
+    if (!d->info.unified) TRY(gpu_buffer_new(d, room, &in->device));
+    in->room = room;
+  }
+  if (!in->host->map) return err_set(STENO_ERR_GPU, "an input buffer that is not mapped");
+  in->bytes = bytes;
+  *host = in->host->map;
+  return 0;
 }
 
-void *gpu_buffer_mapped(gpu_buffer *b) { return b ? b->map : NULL; }
+gpu_buffer *gpu_input_record(gpu_rec *rec, gpu_input *in) {
+  if (!in->device) return in->host; /* unified: read where it was written */
+  gpu_copy(rec, in->host, 0, in->device, 0, in->bytes);
+  return in->device;
+}
+
+void gpu_input_free(gpu_input *in) {
+  gpu_buffer_free(in->host);
+  gpu_buffer_free(in->device);
+  *in = (gpu_input){0};
+}

@@ -165,7 +165,7 @@ static int forward_batch(parakeet_session *s, const float *const *mel, const flo
   TRY(conformer_set_lens(&b->enc, t, clips));
   TRY(conformer_positions_kept(&m->c.dims, T, &b->enc));
   TRY(gpu_rec_begin(s->rec));
-  if (!mel) gpu_logmel_record(s->rec, m->gmel, parakeet_record_pcm(s), clips, pitch, b->mel);
+  if (!mel) gpu_logmel_record(s->rec, m->gmel, gpu_input_record(s->rec, &s->pcm), clips, pitch, b->mel);
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &b->enc, T));
   float scale = m->c.xscaling ? sqrtf((float)m->c.dims.d) : 0;
   dw_subsampling_forward_batch(s->rec, &m->sub, &b->sub, b->mel, pitch, clips, b->enc.x, scale);

@@ -91,12 +91,7 @@ typedef struct {
   const char *language; /* the hint for the next transcription (NULL: auto) */
   parakeet_stream *stream; /* cache-aware streaming state (stream.c), or NULL */
   parakeet_batch *batch;   /* a padded batch's buffers (batch.c), or NULL until one runs */
-  /* The samples logmel reads (gpu_logmel_input's layout), written in place
-   * into pcm_stage (gpu_buffer_upload_new) and copied to pcm in the call's
-   * submission (a unified device reads pcm_stage itself: pcm NULL); grown as
-   * needed (m->gmel only). */
-  gpu_buffer *pcm_stage, *pcm;
-  size_t pcm_room, pcm_floats; /* floats each holds, and the last call's */
+  gpu_input pcm; /* the samples logmel reads (gpu_logmel_input's layout; m->gmel only) */
 } parakeet_session;
 
 /* The prompt slot of a language hint: the dictionary's entry for it, the auto
@@ -153,14 +148,13 @@ int parakeet_forward(parakeet_session *s, const float *mel, uint32_t valid, floa
 int parakeet_forward_pcm(parakeet_session *s, const float *pcm, size_t n, float **enc, float **head,
                          uint32_t *t);
 
-/* Writes clips pcm[0..clips) (n[i] samples each) into s->pcm_stage in
+/* Writes clips pcm[0..clips) (n[i] samples each) into s->pcm in
  * gpu_logmel_input's layout, its room grown to at least `room` floats (the
  * arena's or the batch's frames' worth: memory follows their sizes, not each
- * call's samples); parakeet_record_pcm then records their copy to the device
- * and gives the buffer m->gmel reads. */
+ * call's samples); gpu_input_record(s->rec, &s->pcm) then records their copy
+ * to the device and gives the buffer m->gmel reads. */
 int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size_t *n, uint32_t clips,
                         size_t room);
-gpu_buffer *parakeet_record_pcm(parakeet_session *s);
 
 /* Greedy decoding of the head's output. */
 int parakeet_decode(const parakeet *m, const float *head, uint32_t t, dec_tokens *out);

@@ -91,26 +91,10 @@ int parakeet_upload_pcm(parakeet_session *s, const float *const *pcm, const size
   }
   size_t floats = gpu_logmel_input_floats(clips, total);
   if (floats > UINT32_MAX) return err_set(STENO_ERR_INVALID, "parakeet: %u clips too long", clips);
-  if (room < floats) room = floats;
-  if (floats > s->pcm_room) {
-    gpu_buffer_free(s->pcm);
-    gpu_buffer_free(s->pcm_stage);
-    s->pcm = s->pcm_stage = NULL, s->pcm_room = 0;
-    TRY(gpu_buffer_upload_new(m->dev, room * sizeof(float), &s->pcm_stage));
-    if (!gpu_device_info(m->dev)->unified) TRY(gpu_buffer_new(m->dev, room * sizeof(float), &s->pcm));
-    s->pcm_room = room;
-  }
-  float *host = gpu_buffer_mapped(s->pcm_stage);
-  if (!host) return err_set(STENO_ERR_GPU, "parakeet: the samples' buffer is not mapped");
+  void *host;
+  TRY(gpu_input_map(m->dev, &s->pcm, floats * sizeof(float), room * sizeof(float), &host));
   gpu_logmel_input(m->gmel, pcm, n, clips, host);
-  s->pcm_floats = floats;
   return 0;
-}
-
-gpu_buffer *parakeet_record_pcm(parakeet_session *s) {
-  if (!s->pcm) return s->pcm_stage; /* unified: read where it was written */
-  gpu_copy(s->rec, s->pcm_stage, 0, s->pcm, 0, s->pcm_floats * sizeof(float));
-  return s->pcm;
 }
 
 /* parakeet_forward from mel frames on the host, or (mel NULL) from the n
@@ -131,7 +115,7 @@ static int forward(parakeet_session *s, const float *mel, const float *pcm, size
                                gpu_logmel_input_floats(1, ((size_t)a->frames + 1) * m->mel.c.hop)));
   TRY(conformer_positions_kept(&m->c.dims, t, &a->enc));
   TRY(gpu_rec_begin(s->rec));
-  if (!mel) gpu_logmel_record(s->rec, m->gmel, parakeet_record_pcm(s), 1, valid, a->mel);
+  if (!mel) gpu_logmel_record(s->rec, m->gmel, gpu_input_record(s->rec, &s->pcm), 1, valid, a->mel);
   TRY(conformer_project_positions(s->rec, &m->c.dims, m->blocks, m->c.layers, &a->enc, t));
   float scale = m->c.xscaling ? sqrtf((float)d) : 0;
   dw_subsampling_forward(s->rec, &m->sub, &a->sub, a->mel, valid, a->enc.x, scale);

@@ -24,8 +24,7 @@ void parakeet_session_free(parakeet_session *s) {
   parakeet_stream_end(s);
   gpu_buffer_free(s->prompt_in.bias);
   gpu_transducer_search_free(s->search);
-  gpu_buffer_free(s->pcm);
-  gpu_buffer_free(s->pcm_stage);
+  gpu_input_free(&s->pcm);
   gpu_rec_free(s->rec);
   free(s);
 }

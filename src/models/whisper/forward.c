@@ -84,13 +84,12 @@ int whisper_encode_at(whisper *m, size_t seek, float *enc) {
   return encode(m, a->mel_all, (uint32_t)at, enc);
 }
 
-/* Grows *b to `floats` floats (capacity *room): device memory, or with
- * upload a buffer the host writes in place (gpu_buffer_upload_new). */
-static int fit(gpu_device *dev, gpu_buffer **b, size_t *room, size_t floats, bool upload) {
+/* Grows *b to `floats` floats (capacity *room). */
+static int fit(gpu_device *dev, gpu_buffer **b, size_t *room, size_t floats) {
   if (floats <= *room) return 0;
   gpu_buffer_free(*b);
   *b = NULL, *room = 0;
-  TRY((upload ? gpu_buffer_upload_new : gpu_buffer_new)(dev, floats * sizeof(float), b));
+  TRY(gpu_buffer_new(dev, floats * sizeof(float), b));
   *room = floats;
   return 0;
 }
@@ -104,18 +103,13 @@ int whisper_features_gpu(whisper *m, const float *pcm, size_t n, size_t *frames)
   if (n == 0 || n > INT32_MAX / 4) return err_set(STENO_ERR_INVALID, "whisper: a clip of %zu samples", n);
   size_t len = n > w->n_samples ? n : w->n_samples, T = wmel_frames(w, n);
   size_t A = wmel_audio_frames(w, n), all = T + m->c.win_frames;
-  bool unified = gpu_device_info(m->dev)->unified;
-  TRY(fit(m->dev, &a->pcm_stage, &a->stage_room, n, true));
-  if (!unified) TRY(fit(m->dev, &a->pcm, &a->pcm_room, n, false));
-  TRY(fit(m->dev, &a->mel_top, &a->top_room, A, false));
-  TRY(fit(m->dev, &a->mel_all, &a->mel_room, all * m->c.mels, false));
-  float *host = gpu_buffer_mapped(a->pcm_stage);
-  if (!host) return err_set(STENO_ERR_GPU, "whisper: the samples' buffer is not mapped");
+  void *host;
+  TRY(gpu_input_map(m->dev, &a->pcm, n * sizeof *pcm, 0, &host));
+  TRY(fit(m->dev, &a->mel_top, &a->top_room, A));
+  TRY(fit(m->dev, &a->mel_all, &a->mel_room, all * m->c.mels));
   memcpy(host, pcm, n * sizeof *pcm);
   TRY(gpu_rec_begin(m->rec));
-  gpu_buffer *x = unified ? a->pcm_stage : a->pcm;
-  if (!unified) gpu_copy(m->rec, a->pcm_stage, 0, a->pcm, 0, n * sizeof *pcm);
-  gpu_wmel_record(m->rec, m->gmel, x, (uint32_t)n, (uint32_t)len, (uint32_t)A, (uint32_t)T,
+  gpu_wmel_record(m->rec, m->gmel, gpu_input_record(m->rec, &a->pcm), (uint32_t)n, (uint32_t)len, (uint32_t)A, (uint32_t)T,
                   (uint32_t)all, a->mel_top, a->mel_all);
   TRY(gpu_rec_run(m->rec));
   *frames = T;

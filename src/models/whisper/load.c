@@ -454,9 +454,10 @@ void whisper_session_free(whisper *s) {
   gpu_buffer *bufs[] = {a->mel, a->col0, a->h0,   a->col1, a->x,    a->h,      a->wide,
                         a->o,   a->enc,  a->scores, a->kv, a->dx,   a->dh,     a->dqkv,
                         a->datt, a->dff, a->logits, a->att_scratch, a->gen, a->lp,
-                        a->ts_part, a->pcm_stage, a->pcm, a->mel_top, a->mel_all};
+                        a->ts_part, a->mel_top, a->mel_all};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gpu_buffer_free(bufs[i]);
   free(a->host_logits);
+  gpu_input_free(&a->pcm);
   gpu_rec_free(s->rec);
   gpu_rec_free(s->steps.layers[0]), gpu_rec_free(s->steps.layers[1]), gpu_rec_free(s->steps.embed);
   for (uint32_t i = 0; s->dec && i < s->c.dec_layers; i++)

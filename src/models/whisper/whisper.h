@@ -39,13 +39,13 @@ typedef struct {
   gpu_buffer *dx, *dh, *dqkv, *datt, *dff, *logits, *att_scratch;
   gpu_buffer *gen, *lp; /* [n_text_ctx] ids (uint) and log-probabilities of the GPU's greedy steps */
   gpu_buffer *ts_part;  /* their scratch (gpu_ts_greedy_scratch) */
-  /* The GPU's features of a piece (gmel): its samples (written in place into
-   * pcm_stage, gpu_buffer_upload_new, and copied to pcm in the features'
-   * submission; a unified device reads pcm_stage itself), each frame's largest
-   * value, and its frames with a window of zero rows after them; grown as
-   * needed (their capacities in floats). */
-  gpu_buffer *pcm_stage, *pcm, *mel_top, *mel_all;
-  size_t stage_room, pcm_room, top_room, mel_room;
+  /* The GPU's features of a piece (gmel): its samples (copied to the device in
+   * the features' submission), each frame's largest value, and its frames
+   * with a window of zero rows after them; grown as needed (capacities in
+   * floats). */
+  gpu_input pcm;
+  gpu_buffer *mel_top, *mel_all;
+  size_t top_room, mel_room;
   float *host_logits; /* [vocab] */
 } whisper_arena;
 
