@@ -8,7 +8,9 @@
  * Each shape is recorded `reps` times into one submission; the best of 3
  * submissions counts, after 200 ms of the same (gpu_timing.h). On the CPU machine (lavapipe) there is no
  * cooperative-matrix path; `gemm_speed REPS cpu` times gemm_cpu there.
- * Build and run: bench/gemm_speed.sh [reps] [cpu]. */
+ * `gemm_speed REPS ONLY` times only the shapes whose label holds ONLY
+ * (e.g. "square 4096": the slowest, which a time limit may not reach).
+ * Build and run: bench/gemm_speed.sh [reps] [cpu | ONLY]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,8 +74,9 @@ static double rel_diff(const float *x, const float *y, size_t count) {
 typedef void layer_fn(gpu_device *d, const shape *sh, gpu_wtype t, const gpu_linear *l,
                       shape_io *io, int reps);
 static void each_layer(gpu_device *d, const shape *shapes, size_t ns, const gpu_wtype *types,
-                       size_t nt, int reps, layer_fn *fn) {
+                       size_t nt, int reps, layer_fn *fn, const char *only) {
   for (size_t s = 0; s < ns; s++) {
+    if (only && !strstr(shapes[s].what, only)) continue;
     uint32_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
     float *x = random_floats((size_t)m * k, 1.0f), *w = random_floats((size_t)n * k, 0.05f);
     float *bias = random_floats(n, 0.1f);
@@ -155,7 +158,7 @@ int main(int argc, char **argv) {
     };
     const gpu_wtype types[] = {GPU_F32, GPU_F16, GPU_Q8_0};
     printf("%s: the portable GEMM against gemm_cpu\n", gpu_device_info(d)->name);
-    each_layer(d, tiny, sizeof tiny / sizeof *tiny, types, 3, reps, cpu_layer);
+    each_layer(d, tiny, sizeof tiny / sizeof *tiny, types, 3, reps, cpu_layer, NULL);
     gpu_close(d);
     return 0;
   }
@@ -172,7 +175,8 @@ int main(int argc, char **argv) {
   gpu_set_fast(d, true);
   printf("%s; fast GEMM %s\n", gpu_device_info(d)->name,
          gpu_using_fast(d) ? "available" : "not available (portable only)");
-  each_layer(d, shapes, sizeof shapes / sizeof *shapes, types, 2, reps, fast_layer);
+  each_layer(d, shapes, sizeof shapes / sizeof *shapes, types, 2, reps, fast_layer,
+             argc > 2 ? argv[2] : NULL);
   gpu_close(d);
   return 0;
 }

@@ -205,6 +205,81 @@ static void copies(gpu_device *d) {
   free(w), free(x), free(zero), free(got), free(want);
 }
 
+/* gpu_fill and gpu_update: a dispatch recorded after them reads what they
+ * wrote (c = W·x + c over c filled, then over c updated), a later fill does
+ * not reach an earlier copy, they touch only their bytes, and bad offsets,
+ * sizes and an update over GPU_UPDATE_MAX fail the run with a message. */
+static void fills(gpu_device *d) {
+  const uint32_t n = 64, k = 32;
+  float *w = test_floats(n * k);
+  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f; /* row i picks input i % k */
+  gpu_weight part = {w, n};
+  gpu_linear l;
+  CHECK_OK(gpu_linear_new(d, GPU_F32, k, &part, 1, NULL, 0, &l));
+  float *x = test_random(k, 12), *set = test_random(n, 13), *ones = test_floats(4 * n);
+  for (uint32_t i = 0; i < 4 * n; i++) ones[i] = 1.0f;
+  gpu_buffer *a = NULL, *c = NULL, *dst = NULL;
+  CHECK_OK(gpu_buffer_from(d, x, k * sizeof *x, &a));
+  CHECK_OK(gpu_buffer_from(d, ones, n * sizeof *ones, &c));
+  CHECK_OK(gpu_buffer_readback_new(d, 4 * n * sizeof(float), &dst));
+  CHECK_OK(gpu_upload(dst, 0, ones, 4 * n * sizeof *ones));
+  gpu_rec *rec;
+  CHECK_OK(gpu_rec_new(d, &rec));
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_fill(rec, c, 0, n * sizeof(float), 0); /* 0.0f */
+  gpu_gemm(rec, a, &l, c, 1, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_copy(rec, c, 0, dst, 0, n * sizeof(float));
+  gpu_update(rec, c, 0, set, n * sizeof *set);
+  gpu_gemm(rec, a, &l, c, 1, GPU_EPI_RESIDUAL, 1.0f);
+  gpu_copy(rec, c, 0, dst, n * sizeof(float), n * sizeof(float));
+  gpu_fill(rec, c, 0, n * sizeof(float), 0x40000000); /* 2.0f, after the copy */
+  gpu_fill(rec, dst, 2 * n * sizeof(float) + 8, 8, 0x3f000000); /* 0.5f at two floats */
+  gpu_update(rec, dst, 3 * n * sizeof(float) + 4, set, 4);
+  CHECK_OK(gpu_rec_run(rec));
+  float *got = test_floats(4 * n), *want = test_floats(4 * n), *back = test_floats(n);
+  CHECK_OK(gpu_download(dst, 0, got, 4 * n * sizeof *got));
+  CHECK_OK(gpu_download(c, 0, back, n * sizeof *back));
+  for (uint32_t i = 0; i < 4 * n; i++) want[i] = 1.0f;
+  for (uint32_t i = 0; i < n; i++) want[i] = x[i % k], want[n + i] = set[i] + x[i % k];
+  want[2 * n + 2] = want[2 * n + 3] = 0.5f;
+  want[3 * n + 1] = set[0];
+  CHECK(!memcmp(got, want, 4 * n * sizeof *got), "fills and updates between dispatches: wrong bytes");
+  int twos = 0;
+  for (uint32_t i = 0; i < n; i++) twos += back[i] == 2.0f;
+  CHECK(twos == (int)n, "the last fill: %d of %u words", twos, n);
+  static const struct {
+    size_t off, bytes;
+    bool update;
+    const char *what;
+  } bad[] = {
+      {0, 0, false, "an empty fill"},     {2, 8, false, "a fill off a word"},
+      {0, 6, false, "a fill of a part word"}, {4 * 64 * 4 - 4, 8, false, "a fill past the end"},
+      {0, 0, true, "an empty update"},    {2, 4, true, "an update off a word"},
+      {4 * 64 * 4, 4, true, "an update past the end"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK_OK(gpu_rec_begin(rec));
+    if (bad[i].update) gpu_update(rec, dst, bad[i].off, set, bad[i].bytes);
+    else gpu_fill(rec, dst, bad[i].off, bad[i].bytes, 0);
+    CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "%s ran", bad[i].what);
+    CHECK(strstr(steno_last_error(), bad[i].update ? "update" : "fill") != NULL, "%s: message %s",
+          bad[i].what, steno_last_error());
+  }
+  gpu_buffer *big = NULL;
+  float *lots = test_floats(GPU_UPDATE_MAX / 4 + 1);
+  CHECK_OK(gpu_buffer_new(d, GPU_UPDATE_MAX + 4, &big));
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_update(rec, big, 0, lots, GPU_UPDATE_MAX);
+  CHECK_OK(gpu_rec_run(rec));
+  CHECK_OK(gpu_rec_begin(rec));
+  gpu_update(rec, big, 0, lots, GPU_UPDATE_MAX + 4);
+  CHECK(gpu_rec_run(rec) == STENO_ERR_INVALID, "an update over GPU_UPDATE_MAX ran");
+  gpu_rec_free(rec);
+  gpu_buffer_free(a), gpu_buffer_free(c), gpu_buffer_free(dst), gpu_buffer_free(big);
+  gpu_linear_free(&l);
+  free(w), free(x), free(set), free(ones), free(got), free(want), free(back), free(lots);
+}
+
 static void bad_use(void) {
   gpu_kernel *k;
   CHECK(gpu_kernel_get(test_device(), "no_such_kernel", NULL, 0, &k) == STENO_ERR_INVALID,
@@ -517,6 +592,7 @@ int main(void) {
   transfers(test_device());
   batched(test_device()); /* mapped memory: the batch changes nothing */
   copies(test_device());
+  fills(test_device());
   together(test_device());
   /* The staged path a discrete GPU takes, on whatever device this is. */
   setenv("STENO_NO_MAP", "1", 1);
@@ -528,6 +604,7 @@ int main(void) {
     transfers(staged);
     batched(staged);
     copies(staged);
+    fills(staged);
     gpu_close(staged);
   }
   replaced_buffer();

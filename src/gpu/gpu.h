@@ -225,6 +225,15 @@ void gpu_rec_together(gpu_rec *rec, bool on);
  * the submission holding the copy has finished. */
 void gpu_copy(gpu_rec *rec, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size_t dst_off,
               size_t bytes);
+/* Records filling `bytes` of dst at dst_off with the 32-bit word (both in
+ * words), ordered as gpu_copy is. */
+void gpu_fill(gpu_rec *rec, gpu_buffer *dst, size_t dst_off, size_t bytes, uint32_t word);
+/* Records writing `bytes` (in words, at most GPU_UPDATE_MAX) of data into dst
+ * at dst_off, ordered as gpu_copy is: the data goes in the recording itself
+ * (copied now), no upload of its own (a staging copy, a submission and a
+ * wait). For a call's small setup (a search's state). */
+enum { GPU_UPDATE_MAX = 65536 };
+void gpu_update(gpu_rec *rec, gpu_buffer *dst, size_t dst_off, const void *data, size_t bytes);
 
 /* With STENO_PROFILE=1: time every kernel this recorder runs, and print the
  * totals under `title` to stderr when it is freed (profile.c). */

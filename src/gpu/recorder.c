@@ -262,29 +262,34 @@ void gpu_dispatch(gpu_rec *r, gpu_kernel *k, gpu_buffer *const *bufs, int n, con
   r->dispatches++;
 }
 
-void gpu_copy(gpu_rec *r, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size_t dst_off,
-              size_t bytes) {
-  if (r->status) return;
+/* Whether a transfer of `bytes` at dst_off fits dst, in an open recording;
+ * else the recording fails. */
+static bool transfer_ok(gpu_rec *r, const char *what, gpu_buffer *dst, size_t dst_off, size_t bytes) {
+  if (r->status) return false;
   if (!r->open) {
-    r->status = err_set(STENO_ERR_INVALID, "copy outside a recording");
-    return;
+    r->status = err_set(STENO_ERR_INVALID, "%s outside a recording", what);
+    return false;
   }
-  if (!bytes || src_off > src->size || bytes > src->size - src_off || dst_off > dst->size ||
-      bytes > dst->size - dst_off) {
-    r->status = err_set(STENO_ERR_INVALID, "copy of %zu bytes from %zu of %zu into %zu of %zu", bytes,
-                        src_off, src->size, dst_off, dst->size);
-    return;
+  if (!bytes || dst_off > dst->size || bytes > dst->size - dst_off) {
+    r->status = err_set(STENO_ERR_INVALID, "%s of %zu bytes into %zu of %zu", what, bytes, dst_off,
+                        dst->size);
+    return false;
   }
-  VkCommandBuffer cb = r->cb[r->sub];
+  return true;
+}
+
+/* Around a transfer command: after every earlier dispatch and transfer, and
+ * before every later one; the host may read what it wrote once the
+ * submission is done. */
+static void transfer_before(VkCommandBuffer cb) {
   VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                       &before, 0, NULL, 0, NULL);
-  VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
-  vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &c);
-  /* The host may read it once the submission is done; later dispatches
-   * (which may write src or read dst) wait for it. */
+                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+}
+
+static void transfer_after(VkCommandBuffer cb) {
   VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                            .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
@@ -292,6 +297,46 @@ void gpu_copy(gpu_rec *r, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &after,
                        0, NULL, 0, NULL);
+}
+
+void gpu_copy(gpu_rec *r, gpu_buffer *src, size_t src_off, gpu_buffer *dst, size_t dst_off,
+              size_t bytes) {
+  if (!r->status && r->open && (src_off > src->size || bytes > src->size - src_off)) {
+    r->status = err_set(STENO_ERR_INVALID, "copy of %zu bytes from %zu of %zu into %zu of %zu", bytes,
+                        src_off, src->size, dst_off, dst->size);
+    return;
+  }
+  if (!transfer_ok(r, "copy", dst, dst_off, bytes)) return;
+  VkCommandBuffer cb = r->cb[r->sub];
+  transfer_before(cb);
+  VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+  vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &c);
+  transfer_after(cb);
+}
+
+void gpu_fill(gpu_rec *r, gpu_buffer *dst, size_t dst_off, size_t bytes, uint32_t word) {
+  if (!transfer_ok(r, "fill", dst, dst_off, bytes)) return;
+  if (dst_off % 4 || bytes % 4) {
+    r->status = err_set(STENO_ERR_INVALID, "fill of %zu bytes at %zu: not in words", bytes, dst_off);
+    return;
+  }
+  VkCommandBuffer cb = r->cb[r->sub];
+  transfer_before(cb);
+  vkCmdFillBuffer(cb, dst->buf, dst_off, bytes, word);
+  transfer_after(cb);
+}
+
+void gpu_update(gpu_rec *r, gpu_buffer *dst, size_t dst_off, const void *data, size_t bytes) {
+  if (!transfer_ok(r, "update", dst, dst_off, bytes)) return;
+  if (dst_off % 4 || bytes % 4 || bytes > GPU_UPDATE_MAX) {
+    r->status = err_set(STENO_ERR_INVALID, "update of %zu bytes at %zu: not in words or over %d",
+                        bytes, dst_off, GPU_UPDATE_MAX);
+    return;
+  }
+  VkCommandBuffer cb = r->cb[r->sub];
+  transfer_before(cb);
+  vkCmdUpdateBuffer(cb, dst->buf, dst_off, bytes, data);
+  transfer_after(cb);
 }
 
 bool gpu_rec_splits(const gpu_rec *r) { return r->split; }

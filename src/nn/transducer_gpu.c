@@ -62,6 +62,14 @@ enum { GRID_LOOPS_WG = 64 };
 enum { ST_DURATIONS = 8, GRID_DURATIONS = 8 };
 /* The most tokens one call's searches may hold (16 bytes each). */
 #define MAX_TOKENS (1u << 26)
+/* Token records (16 bytes each) a steps search copies for the host at the
+ * end of every chunk, in its submission, where they all fit (one clip's
+ * 60 s piece at 10 symbols a frame: 120 KB): a chunk's copy of them over
+ * PCIe costs less than the separate download (a submission and a wait) it
+ * saves. */
+#define TOKENS_READBACK ((size_t)256 << 10)
+/* A steps search's state goes in its first submission (gpu_update). */
+_Static_assert(((size_t)STEPS_CLIPS + 1) * ST_WORDS * 4 <= GPU_UPDATE_MAX, "state fits an update");
 
 /* The weights, read-only once uploaded: one buffer, packed as
  * rnnt_search.comp's header says (offsets in floats below). */
@@ -91,6 +99,10 @@ struct gpu_transducer_search {
   gpu_rec *rec;
   gpu_buffer *state, *h, *c, *p, *logits, *out; /* out: room for `room` tokens */
   gpu_buffer *mirror; /* the state's header after each part (PARTS_MAX slots), for the host */
+  /* Readback copies the steps search records at the end of each chunk: the
+   * state, and (where room's tokens take at most TOKENS_READBACK bytes) the
+   * tokens; NULL: downloaded after the search. */
+  gpu_buffer *state_rb, *out_rb;
   uint32_t room;
   uint32_t lanes; /* clips the steps buffers (state, h, c, p, logits) hold */
   uint32_t active; /* clips still searching as last seen by the host (≥ 1 while recording) */
@@ -111,7 +123,8 @@ void gpu_transducer_free(gpu_transducer *g) {
 
 void gpu_transducer_search_free(gpu_transducer_search *s) {
   if (!s) return;
-  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out, s->pstate, s->work, s->mirror};
+  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->out, s->pstate, s->work, s->mirror,
+                       s->state_rb, s->out_rb};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
   gpu_rec_free(s->rec);
   free(s);
@@ -155,14 +168,15 @@ static size_t joint_floats(const gpu_transducer *g) {
 /* The steps buffers for n clips, grown as needed. */
 static int fit_lanes(gpu_transducer_search *s, uint32_t n) {
   if (s->state && s->lanes >= n) return 0;
-  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits};
+  gpu_buffer *all[] = {s->state, s->h, s->c, s->p, s->logits, s->state_rb};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gpu_buffer_free(all[i]);
-  s->state = s->h = s->c = s->p = s->logits = NULL;
+  s->state = s->h = s->c = s->p = s->logits = s->state_rb = NULL;
   s->lanes = 0;
   const gpu_transducer *g = s->g;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * (size_t)g->hidden * sizeof(float);
   gpu_device *d = g->dev;
   TRY(gpu_buffer_new(d, ((size_t)n + 1) * ST_WORDS * 4, &s->state));
+  TRY(gpu_buffer_readback_new(d, ((size_t)n + 1) * ST_WORDS * 4, &s->state_rb));
   TRY(gpu_buffer_new(d, hc, &s->h));
   TRY(gpu_buffer_new(d, hc, &s->c));
   TRY(gpu_buffer_new(d, (size_t)n * (size_t)g->joint * sizeof(float), &s->p));
@@ -571,8 +585,11 @@ static void record_grid(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
 static int fit(gpu_transducer_search *s, uint32_t room) {
   if (s->out && s->room >= room) return 0;
   gpu_buffer_free(s->out);
-  s->out = NULL;
+  gpu_buffer_free(s->out_rb);
+  s->out = s->out_rb = NULL;
   TRY(gpu_buffer_new(s->g->dev, (size_t)room * 16, &s->out));
+  if ((size_t)room * 16 <= TOKENS_READBACK)
+    TRY(gpu_buffer_readback_new(s->g->dev, (size_t)room * 16, &s->out_rb));
   s->room = room;
   return 0;
 }
@@ -586,12 +603,14 @@ static uint32_t clip_room(const gpu_transducer *g, uint32_t t, bool *done) {
   return steps > 0 ? (uint32_t)steps : 1;
 }
 
-/* Appends the n tokens recorded at out[base ..] to d. */
-static int take_tokens(gpu_transducer_search *s, uint32_t base, uint32_t n, dec_tokens *d) {
+/* Appends the n tokens recorded at out[base ..] to d (from out_rb: the
+ * search's last chunk copied them there). */
+static int take_tokens(gpu_transducer_search *s, uint32_t base, uint32_t n, bool from_rb,
+                       dec_tokens *d) {
   if (!n) return 0;
   uint32_t *rec = mem_alloc((size_t)n * 4, sizeof *rec);
   if (!rec) return STENO_ERR_NOMEM;
-  int rc = gpu_download(s->out, (size_t)base * 16, rec, (size_t)n * 16);
+  int rc = gpu_download(from_rb ? s->out_rb : s->out, (size_t)base * 16, rec, (size_t)n * 16);
   for (uint32_t i = 0; !rc && i < n; i++) {
     dec_token t = {.id = (int)rec[4 * i], .frame = (int)rec[4 * i + 1], .frames = (int)rec[4 * i + 2]};
     memcpy(&t.p, &rec[4 * i + 3], sizeof t.p);
@@ -669,9 +688,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
   for (int i = 0; groups && i < g->n_dur; i++) st[ST_DURATIONS + i] = (uint32_t)g->grid_dur[i];
   s->active = st[ST_SEARCHING] ? st[ST_SEARCHING] : 1;
   size_t hc = (size_t)n * 2 * (size_t)g->layers * g->hidden * sizeof(float);
-  float *zeros = mem_alloc(hc / sizeof(float), sizeof(float));
-  int rc = zeros ? 0 : STENO_ERR_NOMEM; /* zeros, from mem_alloc */
-  if (!rc) rc = fit(s, base);
+  int rc = fit(s, base);
   if (!rc) rc = fit_lanes(s, n);
   /* Where a search's host time goes (STENO_LOG=debug): the GPU's share is
    * small next to the round trips on a discrete GPU. */
@@ -680,17 +697,23 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
   bool parts = !groups && gpu_rec_splits(s->rec);
   uint32_t rounds = s->groups ? s->rounds : GRID_ROUNDS, spins = s->groups ? s->spins : GRID_SPINS;
   *aborted = false;
-  if (!rc) rc = gpu_upload(s->state, 0, st, words * 4);
-  if (!rc) rc = gpu_upload(s->h, 0, zeros, hc);
-  if (!rc) rc = gpu_upload(s->c, 0, zeros, hc);
-  free(zeros);
+  /* The first chunk's submission sets the state up (the words in the
+   * recording, h and c filled with zeros), and each chunk's ends by copying
+   * the state (and the tokens, where out_rb holds them) for the host: one
+   * submission and one wait a chunk, nothing else. */
+  bool tokens_rb = s->out_rb && (size_t)base * 16 <= gpu_buffer_size(s->out_rb);
   double t1 = time_now();
   /* The host's own count from the clips' done words decides the loop (the
    * header only stops parts early). */
   for (int chunk = st[ST_SEARCHING] ? CHUNK_FIRST : 0, first = 1; !rc && chunk > 0; first = 0) {
     double a = time_now();
     if ((rc = transducer_check_abort(stop)) || (rc = gpu_rec_begin(s->rec))) break;
-    if (first) record_predict(s, n);
+    if (first) {
+      gpu_update(s->rec, s->state, 0, st, words * 4);
+      gpu_fill(s->rec, s->h, 0, hc, 0);
+      gpu_fill(s->rec, s->c, 0, hc, 0);
+      record_predict(s, n);
+    }
     if (groups) {
       record_grid(s, enc, stride, n, groups, rounds, spins);
       recorded += (int)rounds;
@@ -700,10 +723,12 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
       record_steps(s, enc, stride, n, chunk);
       recorded += chunk;
     }
+    gpu_copy(s->rec, s->state, 0, s->state_rb, 0, words * 4);
+    if (tokens_rb) gpu_copy(s->rec, s->out, 0, s->out_rb, 0, (size_t)base * 16);
     double b = time_now();
     if ((rc = gpu_rec_run(s->rec))) break;
     double c = time_now();
-    if ((rc = gpu_download(s->state, 0, st, words * 4))) break;
+    if ((rc = gpu_download(s->state_rb, 0, st, words * 4))) break;
     t_rec += b - a, t_run += c - b, t_state += time_now() - c;
     chunks++;
     if (groups && st[ST_ABORTED]) {
@@ -727,11 +752,11 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
     steps = taken > steps ? taken : steps;
     most = c[ST_ROUNDS] > most ? c[ST_ROUNDS] : most;
     tokens += c[ST_OUT];
-    rc = take_tokens(s, c[ST_BASE], c[ST_OUT] < c[ST_ROOM] ? c[ST_OUT] : c[ST_ROOM], &out[i]);
+    rc = take_tokens(s, c[ST_BASE], c[ST_OUT] < c[ST_ROOM] ? c[ST_OUT] : c[ST_ROOM], tokens_rb, &out[i]);
   }
   log_debug("transducer search: %u clips (%u frames in the first), %u steps in %u rounds at most "
-            "(%u tokens) in %d chunks of %d recorded%s; uploads %.2f ms, recording %.2f, runs "
-            "%.2f, state downloads %.2f, tokens %.2f ms",
+            "(%u tokens) in %d chunks of %d recorded%s; setup %.2f ms, recording %.2f, runs "
+            "%.2f, state reads %.2f, tokens %.2f ms",
             n, clips[0].t, steps, most, tokens, chunks, recorded,
             groups ? " on the grid" : parts ? " in parts" : "",
             (t1 - t0) * 1e3, t_rec * 1e3, t_run * 1e3, t_state * 1e3, (time_now() - t2) * 1e3);
@@ -809,7 +834,7 @@ static int persistent_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t
   }
   for (int i = 0; !rc && i < n; i++) {
     const uint32_t *c = st + (size_t)i * PS_WORDS;
-    rc = take_tokens(s, c[PS_BASE], c[PS_OUT] < c[PS_ROOM] ? c[PS_OUT] : c[PS_ROOM], &out[i]);
+    rc = take_tokens(s, c[PS_BASE], c[PS_OUT] < c[PS_ROOM] ? c[PS_OUT] : c[PS_ROOM], false, &out[i]);
   }
   free(st);
   return rc;
