@@ -1,12 +1,15 @@
 #include "base/pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/timer.h"
 
 enum { MAX_WORKERS = 15 };
 
@@ -21,8 +24,12 @@ struct pool {
   pthread_t threads[MAX_WORKERS];
   worker ids[MAX_WORKERS];
   int workers;
-  unsigned batch;   /* counts pool_run calls: a worker runs each once */
-  int pending;      /* workers still in the current batch */
+  unsigned batch;   /* counts pool_run calls (under mu) */
+  /* The batch's number in the high half and its next task in the low one:
+   * a thread takes task i by moving it to i + 1, and only while the number is
+   * its batch's, so one that woke late for a finished batch takes nothing. */
+  _Atomic uint64_t claim;
+  atomic_int left; /* the batch's tasks not yet finished */
   bool stop;
   bool borrowed; /* lent (pool_lend) and in a borrower's hands */
   pool_fn fn;
@@ -75,8 +82,21 @@ int pool_default_workers(void) {
   return cpus <= 1 ? 0 : cpus - 1 > MAX_WORKERS ? MAX_WORKERS : (int)cpus - 1;
 }
 
-static void run_share(pool *p, int who) {
-  for (int i = who; i < p->tasks; i += p->workers + 1) p->fn(p->ctx, i);
+/* Takes and runs batch b's tasks until none is left to take; the one that
+ * finishes the batch's last task tells the caller. */
+static void run_claims(pool *p, unsigned b, pool_fn fn, void *ctx, int tasks) {
+  uint64_t x = atomic_load(&p->claim);
+  for (;;) {
+    if ((unsigned)(x >> 32) != b || (uint32_t)x >= (uint32_t)tasks) return;
+    if (!atomic_compare_exchange_weak(&p->claim, &x, x + 1)) continue; /* x reloaded */
+    fn(ctx, (int)(uint32_t)x);
+    if (atomic_fetch_sub(&p->left, 1) == 1) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->mu);
+    }
+    x = atomic_load(&p->claim);
+  }
 }
 
 static void *work(void *arg) {
@@ -88,10 +108,12 @@ static void *work(void *arg) {
     while (p->batch == seen && !p->stop) pthread_cond_wait(&p->go, &p->mu);
     if (p->stop) break;
     seen = p->batch;
+    pool_fn fn = p->fn;
+    void *ctx = p->ctx;
+    int tasks = p->tasks;
     pthread_mutex_unlock(&p->mu);
-    run_share(p, w->id);
+    run_claims(p, seen, fn, ctx, tasks);
     pthread_mutex_lock(&p->mu);
-    if (--p->pending == 0) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -115,16 +137,30 @@ int pool_new(int workers, pool **out) {
   return 0;
 }
 
+/* How long the caller, its own tasks done, watches for the others' end
+ * before it sleeps: most batches end sooner, and a sleeping caller wakes
+ * tens of microseconds after the signal on some machines. */
+#define SPIN_SECONDS 200e-6
+
 void pool_run(pool *p, int tasks, pool_fn fn, void *ctx) {
+  if (tasks <= 0) return;
+  if (!p->workers) {
+    for (int i = 0; i < tasks; i++) fn(ctx, i);
+    return;
+  }
   pthread_mutex_lock(&p->mu);
   p->fn = fn, p->ctx = ctx, p->tasks = tasks;
-  p->pending = p->workers;
-  p->batch++;
+  unsigned b = ++p->batch;
+  atomic_store(&p->left, tasks);
+  atomic_store(&p->claim, (uint64_t)b << 32);
   pthread_cond_broadcast(&p->go);
   pthread_mutex_unlock(&p->mu);
-  run_share(p, 0);
+  run_claims(p, b, fn, ctx, tasks);
+  double until = time_now() + SPIN_SECONDS;
+  for (int i = 0; atomic_load(&p->left) > 0; i++)
+    if (i % 64 == 63 && time_now() > until) break;
   pthread_mutex_lock(&p->mu);
-  while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+  while (atomic_load(&p->left) > 0) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -1,7 +1,8 @@
 /* A few worker threads that run one batch of tasks at a time with the
  * caller: for CPU work split into independent pieces (a matrix's rows), where
- * starting threads for every batch would cost more than the batch. Task i
- * always runs on thread i mod (workers + 1), the caller being thread 0. */
+ * starting threads for every batch would cost more than the batch. Tasks are
+ * taken in order by whichever thread is free, the caller too: a worker that
+ * wakes late takes none, and the caller never waits for one to wake. */
 #ifndef STENO_BASE_POOL_H
 #define STENO_BASE_POOL_H
 

@@ -1,5 +1,6 @@
 #include "frontend/frames.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,10 +39,9 @@ int frames_run(size_t count, size_t scratch, frames_fn fn, void *ctx) {
     free(j.buf);
     return 0;
   }
-  /* Chunk c runs on the pool's thread c mod its threads (chunk 0 here): the
-   * pool lent on this thread where there is one (a session's, kept across
-   * calls), else one started for this call; a pool that could not start its
-   * threads runs them all here. */
+  /* The chunks run on the pool lent on this thread where there is one (a
+   * session's, kept across calls), else on one started for this call; a pool
+   * that could not start its threads runs them all here. */
   pool *lent = pool_borrow(), *p = lent;
   int st = p ? 0 : pool_new((int)n - 1, &p);
   if (!st) pool_run(p, (int)n, run_chunk, &j);
@@ -57,10 +57,10 @@ typedef struct {
   frames_clip_fn fn;
   void *ctx;
   int share;     /* each clip's threads (its frames_run's pool_limit_threads) */
-  int threads;   /* the pool's: clip c runs on thread c mod threads */
   int *status;   /* [clips] */
-  int *failed;   /* [threads]: its first failed clip, or -1 */
-  char *message; /* [threads][MESSAGE]: that clip's error message */
+  pthread_mutex_t lock; /* over failed and message */
+  int failed;    /* the first failed clip, or -1 */
+  char message[MESSAGE]; /* its error message (messages are per thread) */
 } clips_job;
 
 static void run_clip(void *p, int clip) {
@@ -69,12 +69,13 @@ static void run_clip(void *p, int clip) {
   int st = j->fn(j->ctx, clip);
   pool_limit_threads(limit);
   j->status[clip] = st;
-  /* Messages are per thread; keep the thread's first (clips run in order on it). */
-  int t = clip % j->threads;
-  if (st && j->failed[t] < 0) {
-    j->failed[t] = clip;
-    snprintf(j->message + (size_t)t * MESSAGE, MESSAGE, "%s", err_message());
+  if (!st) return;
+  pthread_mutex_lock(&j->lock);
+  if (j->failed < 0 || clip < j->failed) {
+    j->failed = clip;
+    snprintf(j->message, MESSAGE, "%s", err_message());
   }
+  pthread_mutex_unlock(&j->lock);
 }
 
 int frames_run_clips(int clips, frames_clip_fn fn, void *ctx) {
@@ -84,15 +85,16 @@ int frames_run_clips(int clips, frames_clip_fn fn, void *ctx) {
   if (!p) TRY(pool_new(want - 1, &p));
   int threads = pool_threads(p); /* fewer where a thread did not start */
   int busy = threads < clips ? threads : clips; /* threads that get a clip */
-  clips_job j = {fn, ctx, cpus / busy, threads, mem_alloc((size_t)clips, sizeof(int)),
-                 mem_alloc((size_t)threads, sizeof(int)), mem_alloc((size_t)threads, MESSAGE)};
-  int st = j.status && j.failed && j.message ? 0 : STENO_ERR_NOMEM;
-  for (int t = 0; !st && t < threads; t++) j.failed[t] = -1;
+  clips_job j = {.fn = fn, .ctx = ctx, .share = cpus / busy, .failed = -1,
+                 .status = mem_alloc((size_t)clips, sizeof(int))};
+  int st = j.status ? 0 : STENO_ERR_NOMEM;
+  pthread_mutex_init(&j.lock, NULL);
   if (!st) pool_run(p, clips, run_clip, &j);
   if (lent) pool_unborrow(lent);
   else pool_free(p);
-  for (int c = 0; !st && c < clips; c++)
-    if (j.status[c]) st = err_set(j.status[c], "%s", j.message + (size_t)(c % threads) * MESSAGE);
-  free(j.status), free(j.failed), free(j.message);
+  /* The first failed clip's status and message. */
+  if (!st && j.failed >= 0) st = err_set(j.status[j.failed], "%s", j.message);
+  pthread_mutex_destroy(&j.lock);
+  free(j.status);
   return st;
 }
