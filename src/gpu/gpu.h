@@ -66,6 +66,11 @@ void gpu_close(gpu_device *dev);
 const gpu_info *gpu_device_info(const gpu_device *dev);
 /* Whether the device is a CPU (lavapipe): some kernels have a shape of their own there. */
 bool gpu_device_is_cpu(const gpu_device *dev);
+/* Whether work that a cpu|gpu switch governs runs on dev: the environment
+ * variable `name` set to "cpu" says no, "gpu" yes (*forced true, where
+ * forced is given), anything else leaves it to the device: yes unless it is
+ * a CPU device (lavapipe), where the host does the same work faster. */
+bool gpu_work_here(const gpu_device *dev, const char *name, bool *forced);
 
 /* Whether the fast GEMM (cooperative matrices) passed its probe on this device. */
 bool gpu_fast_gemm(const gpu_device *dev);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
@@ -984,6 +985,13 @@ void gpu_close(gpu_device *d) {
 
 const gpu_info *gpu_device_info(const gpu_device *d) { return &d->info; }
 bool gpu_device_is_cpu(const gpu_device *d) { return !strcmp(d->info.type, "cpu"); }
+bool gpu_work_here(const gpu_device *d, const char *name, bool *forced) {
+  const char *e = getenv(name);
+  bool on = e && !strcasecmp(e, "gpu");
+  if (forced) *forced = on;
+  if (e && !strcasecmp(e, "cpu")) return false;
+  return on || !gpu_device_is_cpu(d);
+}
 bool gpu_fast_gemm(const gpu_device *d) { return d->fast_gemm; }
 void gpu_set_fast(gpu_device *d, bool on) { d->use_fast = on ? GPU_FAST_ALL : GPU_FAST_OFF; }
 bool gpu_using_fast(const gpu_device *d) { return d->use_fast != GPU_FAST_OFF && d->fast_gemm; }

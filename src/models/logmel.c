@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -40,6 +39,17 @@ static void test_signal(float *x, size_t n) {
   }
 }
 
+/* The largest |got − want| over n values, want's past n_want taken as 0 (a
+ * NaN stays the answer). */
+static double worst_diff(const float *got, const float *want, size_t n_want, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - (i < n_want ? want[i] : 0.0));
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
+}
+
 double logmel_check(gpu_device *dev, const mel_frontend *mel, const gpu_logmel *lm, size_t samples) {
   size_t frames = mel_frames(mel, samples), valid = 0, F = (size_t)mel->c.n_mels;
   size_t in_floats = gpu_logmel_input_floats(1, samples);
@@ -65,11 +75,7 @@ double logmel_check(gpu_device *dev, const mel_frontend *mel, const gpu_logmel *
     st = gpu_rec_run(rec);
   }
   if (!st) st = gpu_download(y, 0, got, frames * F * sizeof *got);
-  double worst = 0;
-  for (size_t i = 0; !st && i < frames * F; i++) {
-    double d = fabs((double)got[i] - want[i]);
-    if (!(d <= worst)) worst = d; /* NaN stays */
-  }
+  double worst = st ? 0 : worst_diff(got, want, frames * F, frames * F);
   gpu_rec_free(rec);
   gpu_buffer_free(in);
   gpu_buffer_free(y);
@@ -78,11 +84,10 @@ double logmel_check(gpu_device *dev, const mel_frontend *mel, const gpu_logmel *
 }
 
 /* Whether a family's features are to be made on dev (offered: it can make
- * them for frames of n_fft): STENO_FEATURES, else a GPU that is not a CPU. */
+ * them for frames of n_fft): gpu_work_here's rule for STENO_FEATURES. */
 static bool wanted(gpu_device *dev, bool offered, int n_fft) {
-  const char *e = getenv("STENO_FEATURES");
-  bool forced = e && !strcasecmp(e, "gpu");
-  if ((e && !strcasecmp(e, "cpu")) || (!forced && gpu_device_is_cpu(dev))) return false;
+  bool forced;
+  if (!gpu_work_here(dev, "STENO_FEATURES", &forced)) return false;
   if (!offered && forced)
     log_warn("STENO_FEATURES=gpu: %s cannot make these features (n_fft %d, doubles: %s); "
              "the CPU makes them", gpu_device_info(dev)->name, n_fft,
@@ -150,11 +155,7 @@ double wmel_check(gpu_device *dev, const wmel *mel, const gpu_wmel *wm, size_t s
     st = gpu_rec_run(rec);
   }
   if (!st) st = gpu_download(y, 0, got, all * F * sizeof *got);
-  double worst = 0;
-  for (size_t i = 0; !st && i < all * F; i++) {
-    double d = fabs((double)got[i] - (i < T * F ? want[i] : 0.0));
-    if (!(d <= worst)) worst = d; /* NaN stays */
-  }
+  double worst = st ? 0 : worst_diff(got, want, T * F, all * F); /* the frame past T: zeros */
   gpu_rec_free(rec);
   gpu_buffer_free(x), gpu_buffer_free(top), gpu_buffer_free(y);
   free(pcm), free(want), free(got);

@@ -141,9 +141,7 @@ bool gpu_transducer_grid(const gpu_transducer *g) { return g && probed(g->dev, G
 void gpu_transducer_search_mode(gpu_transducer_search *s, gpu_search_mode mode) { s->mode = mode; }
 
 bool gpu_transducer_search_used(const gpu_transducer_search *s) {
-  const char *e = getenv("STENO_DECODER");
-  if (!s || (e && !strcasecmp(e, "cpu"))) return false;
-  return (e && !strcasecmp(e, "gpu")) || !gpu_device_is_cpu(s->g->dev);
+  return s && gpu_work_here(s->g->dev, "STENO_DECODER", NULL);
 }
 
 void gpu_transducer_search_force(gpu_transducer_search *s, uint32_t budget) { s->budget = budget; }
