@@ -21,15 +21,8 @@ layout(push_constant) uniform Push {
 void main() {
   uint col = gl_GlobalInvocationID.x, row = gl_GlobalInvocationID.y;
   if (col >= p.n || row >= p.m) return;
-  // In order of z, 4 pieces' loads a trip in flight at once.
   float s = 0.0;
-  uint z = 0, step = p.m * p.n, at0 = row * p.n + col;
-  for (; z + 4 <= p.splits; z += 4) {
-    float a = part[z * step + at0], b = part[(z + 1) * step + at0];
-    float c2 = part[(z + 2) * step + at0], d = part[(z + 3) * step + at0];
-    s = (((s + a) + b) + c2) + d;
-  }
-  for (; z < p.splits; z++) s += part[z * step + at0];
+  for (uint z = 0; z < p.splits; z++) s += part[(z * p.m + row) * p.n + col];
   uint width = p.n + p.dual, at = row * width + col;
   c[at] = epilogue(p.mode, p.alpha, s + bias[col], reads_output(p.mode) ? c[at] : 0.0);
   if (col < p.dual) c[row * width + p.n + col] = s + bias[p.n + col];

@@ -42,34 +42,16 @@ layout(push_constant) uniform Push {
 void main() {
   uint tid = gl_LocalInvocationID.x;
   for (uint row = gl_WorkGroupID.x; row < p.m; row += gl_NumWorkGroups.x) {
-    // Each column's pieces are summed in order of z, as gemm_reduce does;
-    // the loop over z is outside the columns' and takes 4 pieces a trip, so
-    // 4·PER loads are in flight at once, not one column's chain of splits.
-    float t[PER];
-    [[unroll]] for (uint j = 0; j < PER; j++) t[j] = 0.0;
-    uint z = 0;
-    for (; z + 4 <= p.splits; z += 4) {
-      float q[4][PER];
-      [[unroll]] for (uint i = 0; i < 4; i++)
-        [[unroll]] for (uint j = 0; j < PER; j++) {
-          uint col = tid + j * WG;
-          q[i][j] = col < p.n ? part[((z + i) * p.m + row) * p.n + col] : 0.0;
-        }
-      [[unroll]] for (uint j = 0; j < PER; j++) t[j] = (((t[j] + q[0][j]) + q[1][j]) + q[2][j]) + q[3][j];
-    }
-    for (; z < p.splits; z++)
-      [[unroll]] for (uint j = 0; j < PER; j++) {
-        uint col = tid + j * WG;
-        if (col < p.n) t[j] += part[(z * p.m + row) * p.n + col];
-      }
     float v[PER];
     float s = 0.0;
     [[unroll]] for (uint j = 0; j < PER; j++) {
       uint col = tid + j * WG;
       v[j] = 0.0;
       if (col >= p.n) continue;
+      float t = 0.0;
+      for (uint z = 0; z < p.splits; z++) t += part[(z * p.m + row) * p.n + col];
       uint at = row * p.n + col;
-      v[j] = epilogue(p.mode, p.alpha, t[j] + bias[col], reads_output(p.mode) ? c[at] : 0.0);
+      v[j] = epilogue(p.mode, p.alpha, t + bias[col], reads_output(p.mode) ? c[at] : 0.0);
       c[at] = v[j];
       if (col < p.cols) s += v[j];
     }
