@@ -159,23 +159,38 @@ static void replaced_buffer(void) {
   free(y);
 }
 
+/* An F32 layer of n outputs over k inputs whose output i is input i % k
+ * (its weights, to free after l). */
+static float *picking_layer(gpu_device *d, uint32_t n, uint32_t k, gpu_linear *l) {
+  float *w = test_floats(n * k);
+  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f;
+  gpu_weight part = {w, n};
+  CHECK_OK(gpu_linear_new(d, GPU_F32, k, &part, 1, NULL, 0, l));
+  return w;
+}
+
+/* a = x (k floats), c = init's first n floats, dst a readback buffer of
+ * dst_floats holding init. */
+static void copy_buffers(gpu_device *d, const float *x, uint32_t k, const float *init, uint32_t n,
+                         uint32_t dst_floats, gpu_buffer **a, gpu_buffer **c, gpu_buffer **dst) {
+  *a = *c = *dst = NULL;
+  CHECK_OK(gpu_buffer_from(d, x, k * sizeof *x, a));
+  CHECK_OK(gpu_buffer_from(d, init, n * sizeof *init, c));
+  CHECK_OK(gpu_buffer_readback_new(d, dst_floats * sizeof(float), dst));
+  CHECK_OK(gpu_upload(*dst, 0, init, dst_floats * sizeof *init));
+}
+
 /* gpu_copy: copies taken between dispatches see the earlier ones' writes and
  * not the later ones' (c = x, copied; c = 2x, copied again), land at their
  * offsets in a readback buffer without touching its other bytes, and a copy
  * past either buffer's end fails the run with a message. */
 static void copies(gpu_device *d) {
   const uint32_t n = 64, k = 32;
-  float *w = test_floats(n * k);
-  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f; /* row i picks input i % k */
-  gpu_weight part = {w, n};
   gpu_linear l;
-  CHECK_OK(gpu_linear_new(d, GPU_F32, k, &part, 1, NULL, 0, &l));
+  float *w = picking_layer(d, n, k, &l);
   float *x = test_random(k, 11), *zero = test_floats(3 * n);
-  gpu_buffer *a = NULL, *c = NULL, *dst = NULL;
-  CHECK_OK(gpu_buffer_from(d, x, k * sizeof *x, &a));
-  CHECK_OK(gpu_buffer_from(d, zero, n * sizeof *zero, &c));
-  CHECK_OK(gpu_buffer_readback_new(d, 3 * n * sizeof(float), &dst));
-  CHECK_OK(gpu_upload(dst, 0, zero, 3 * n * sizeof *zero));
+  gpu_buffer *a, *c, *dst;
+  copy_buffers(d, x, k, zero, n, 3 * n, &a, &c, &dst);
   gpu_rec *rec;
   CHECK_OK(gpu_rec_new(d, &rec));
   CHECK_OK(gpu_rec_begin(rec));
@@ -211,18 +226,12 @@ static void copies(gpu_device *d) {
  * sizes and an update over GPU_UPDATE_MAX fail the run with a message. */
 static void fills(gpu_device *d) {
   const uint32_t n = 64, k = 32;
-  float *w = test_floats(n * k);
-  for (uint32_t i = 0; i < n; i++) w[i * k + i % k] = 1.0f; /* row i picks input i % k */
-  gpu_weight part = {w, n};
   gpu_linear l;
-  CHECK_OK(gpu_linear_new(d, GPU_F32, k, &part, 1, NULL, 0, &l));
+  float *w = picking_layer(d, n, k, &l);
   float *x = test_random(k, 12), *set = test_random(n, 13), *ones = test_floats(4 * n);
   for (uint32_t i = 0; i < 4 * n; i++) ones[i] = 1.0f;
-  gpu_buffer *a = NULL, *c = NULL, *dst = NULL;
-  CHECK_OK(gpu_buffer_from(d, x, k * sizeof *x, &a));
-  CHECK_OK(gpu_buffer_from(d, ones, n * sizeof *ones, &c));
-  CHECK_OK(gpu_buffer_readback_new(d, 4 * n * sizeof(float), &dst));
-  CHECK_OK(gpu_upload(dst, 0, ones, 4 * n * sizeof *ones));
+  gpu_buffer *a, *c, *dst;
+  copy_buffers(d, x, k, ones, n, 4 * n, &a, &c, &dst);
   gpu_rec *rec;
   CHECK_OK(gpu_rec_new(d, &rec));
   CHECK_OK(gpu_rec_begin(rec));
