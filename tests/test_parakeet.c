@@ -279,10 +279,7 @@ int main(void) {
   model_gpu_features("parakeet_tdt_tiny", test_device());
   model_gpu_features("parakeet_rnnt_tiny", test_device());
   model_gpu_features("parakeet_tdt_cap_tiny", test_device());
-  setenv("STENO_NO_MAP", "1", 1);
-  gpu_device *staged = NULL;
-  CHECK_OK(gpu_open(test_params(), &staged));
-  unsetenv("STENO_NO_MAP");
+  gpu_device *staged = test_staged_device();
   if (staged) model_gpu_features("parakeet_tdt_tiny", staged);
   gpu_close(staged);
   return check_done();

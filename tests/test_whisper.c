@@ -505,10 +505,7 @@ int main(void) {
     model("whisper_tiny_en", true, test_device());
     /* A discrete GPU's path: the samples copied to the device in the features'
      * submission. */
-    setenv("STENO_NO_MAP", "1", 1);
-    gpu_device *staged = NULL;
-    CHECK_OK(gpu_open(test_params(), &staged));
-    unsetenv("STENO_NO_MAP");
+    gpu_device *staged = test_staged_device();
     if (staged) model("whisper_tiny_en", true, staged);
     gpu_close(staged);
   } else {

@@ -699,7 +699,7 @@ static int steps_search(gpu_transducer_search *s, gpu_buffer *enc, uint32_t stri
    * recording, h and c filled with zeros), and each chunk's ends by copying
    * the state (and the tokens, where out_rb holds them) for the host: one
    * submission and one wait a chunk, nothing else. */
-  bool tokens_rb = s->out_rb && (size_t)base * 16 <= gpu_buffer_size(s->out_rb);
+  bool tokens_rb = s->out_rb != NULL; /* fit made it for room ≥ base tokens */
   double t1 = time_now();
   /* The host's own count from the clips' done words decides the loop (the
    * header only stops parts early). */

@@ -19,6 +19,15 @@ gpu_device *test_device(void) {
   return dev;
 }
 
+gpu_device *test_staged_device(void) {
+  setenv("STENO_NO_MAP", "1", 1);
+  gpu_device *dev = NULL;
+  CHECK_OK(gpu_open(test_params(), &dev));
+  unsetenv("STENO_NO_MAP");
+  if (dev) CHECK(!gpu_device_info(dev)->unified, "STENO_NO_MAP ignored");
+  return dev;
+}
+
 gpu_rec *test_rec(void) {
   gpu_rec *r;
   if (gpu_rec_new(test_device(), &r) || gpu_rec_begin(r)) {

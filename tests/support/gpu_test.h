@@ -13,6 +13,11 @@
 /* The device the tests run on (opened once; exits the test if there is none). */
 gpu_device *test_device(void);
 
+/* A new device opened with STENO_NO_MAP=1, the path a discrete GPU takes
+ * (staged transfers, inputs copied in the submission), on whatever device
+ * this is; NULL after a failed check. The caller closes it. */
+gpu_device *test_staged_device(void);
+
 /* A recorder, begun. */
 gpu_rec *test_rec(void);
 

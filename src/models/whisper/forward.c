@@ -109,8 +109,8 @@ int whisper_features_gpu(whisper *m, const float *pcm, size_t n, size_t *frames)
   TRY(fit(m->dev, &a->mel_all, &a->mel_room, all * m->c.mels));
   memcpy(host, pcm, n * sizeof *pcm);
   TRY(gpu_rec_begin(m->rec));
-  gpu_wmel_record(m->rec, m->gmel, gpu_input_record(m->rec, &a->pcm), (uint32_t)n, (uint32_t)len, (uint32_t)A, (uint32_t)T,
-                  (uint32_t)all, a->mel_top, a->mel_all);
+  gpu_wmel_record(m->rec, m->gmel, gpu_input_record(m->rec, &a->pcm), (uint32_t)n, (uint32_t)len,
+                  (uint32_t)A, (uint32_t)T, (uint32_t)all, a->mel_top, a->mel_all);
   TRY(gpu_rec_run(m->rec));
   *frames = T;
   return 0;
